@@ -1,0 +1,225 @@
+/*
+ * fsafe: crash-safe file persistence.
+ *
+ * Conventions (every function in this header):
+ *  - Results are 0 (or a non-negative count) on success and a negative errno
+ *    value on failure, or one of the FSAFE_E* codes below.
+ *  - Nothing here prints, exits, or installs signal handlers.
+ *  - Every descriptor the library opens is O_CLOEXEC; every path is resolved
+ *    relative to the directory descriptor the caller passes (AT_FDCWD works).
+ *  - Handles are opaque. A handle may be used from one thread at a time;
+ *    distinct handles may be used from distinct threads freely.
+ *  - Option structs start with a `size` member so they can grow without
+ *    breaking the ABI: set it to sizeof(the struct) (the *_INIT macros do),
+ *    or to 0 for the first published layout.
+ */
+#ifndef FSAFE_H
+#define FSAFE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) && !defined(FSAFE_STATIC_BUILD)
+#define FSAFE_API __attribute__((visibility("default")))
+#else
+#define FSAFE_API
+#endif
+
+#define FSAFE_VERSION_MAJOR 0
+#define FSAFE_VERSION_MINOR 1
+#define FSAFE_VERSION_PATCH 0
+
+/* The library's version as "MAJOR.MINOR.PATCH" (of the loaded library). */
+FSAFE_API const char *fsafe_version(void);
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * The new content was published (readers see it now), but a sync after
+ * publication failed, so whether it survives a power cut is unknown. Every
+ * other negative result of a write means: nothing changed at the target.
+ */
+#define FSAFE_ENOTDURABLE (-16001)
+
+/* Describes a result: strerror() for errno values, text for FSAFE_E*. */
+FSAFE_API const char *fsafe_strerror(int code);
+
+/*
+ * Optional detail of a failed call, for messages such as
+ * "write /etc/x: fsync: No space left on device; /etc/x unchanged".
+ */
+struct fsafe_error {
+	int code;          /* the value the call returned */
+	int sys_errno;     /* errno of the failed step (differs from code for
+	                      FSAFE_ENOTDURABLE) */
+	const char *step;  /* static string naming the failed step: "open",
+	                      "write", "fsync", "link", "rename", "fsync directory",
+	                      "mkdir", "resolve", "stat", "chmod", ... */
+	bool published;    /* the new content is visible at the target */
+};
+
+/* ------------------------------------------------------------------------ */
+/* The staging-name contract                                                 */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Every staging file an atomic write leaves behind after a crash is named
+ *
+ *     .fsafe-<24 lowercase hex digits>.tmp        (96 random bits)
+ *
+ * in the target's directory. This form is a stable, public contract:
+ * changing it is a breaking change of the library (a new major version and a
+ * changelog entry). Consumers recognise leftovers only through this predicate,
+ * never by copying the pattern.
+ *
+ * True exactly for a bare file name (no '/') of that form. The lock module's
+ * staging files (.lock-<uuid>.tmp) do not match.
+ */
+FSAFE_API bool fsafe_is_staging_name(const char *name);
+
+/* Length of a staging name, without the terminating NUL. */
+#define FSAFE_STAGING_NAME_LEN 35
+
+/* ------------------------------------------------------------------------ */
+/* Atomic write                                                              */
+/* ------------------------------------------------------------------------ */
+
+enum {
+	/* Skip every sync: atomic (old or new, never a mix) but not durable.
+	   For caches and scratch data. */
+	FSAFE_NO_SYNC = 1u << 0,
+	/* Publish only if the target does not exist; else -EEXIST, untouched. */
+	FSAFE_CREATE_ONLY = 1u << 1,
+	/* If the target is a symbolic link, replace the link itself instead of
+	   writing the file it points to (the default follows it). */
+	FSAFE_NO_FOLLOW = 1u << 2,
+	/* Create missing parent directories (each made durable too). */
+	FSAFE_MKDIR = 1u << 3,
+	/* Never stage with O_TMPFILE; always use a named staging file. Exists
+	   for filesystems that misreport support, and for testing the portable
+	   path on Linux. */
+	FSAFE_NO_TMPFILE = 1u << 4,
+	/* Never use renameat2(); create-only publishes with link+unlink. */
+	FSAFE_NO_RENAMEAT2 = 1u << 5,
+};
+
+struct fsafe_write_opts {
+	size_t size;               /* sizeof(struct fsafe_write_opts), or 0 */
+	unsigned flags;            /* FSAFE_* flags above */
+	mode_t mode;               /* permissions of a new file, before umask;
+	                              0 means 0666. An existing target keeps its
+	                              own mode, and its owner where the caller
+	                              may set it. */
+	struct fsafe_error *error; /* optional: filled in on failure */
+};
+
+#define FSAFE_WRITE_OPTS_INIT { .size = sizeof(struct fsafe_write_opts) }
+
+/*
+ * Replace (or create) `path` relative to `dirfd` with `len` bytes of `buf`,
+ * atomically: after any crash a reader finds the whole old content or the
+ * whole new content. Durable when it returns 0 (unless FSAFE_NO_SYNC).
+ * `opts` may be NULL for the defaults.
+ *
+ * Returns 0; or FSAFE_ENOTDURABLE (published, durability unknown); or a
+ * negative errno with the target unchanged (-EEXIST with FSAFE_CREATE_ONLY,
+ * -EISDIR when the target is a directory, -EINVAL for an empty path or a
+ * path ending in '/', '.' or '..').
+ */
+FSAFE_API int fsafe_write_fileat(int dirfd, const char *path, const void *buf,
+                                 size_t len,
+                                 const struct fsafe_write_opts *opts);
+
+/* fsafe_write_fileat(AT_FDCWD, ...). */
+FSAFE_API int fsafe_write_file(const char *path, const void *buf, size_t len,
+                               const struct fsafe_write_opts *opts);
+
+/* ------------------------------------------------------------------------ */
+/* Managed (streaming) writer                                                */
+/* ------------------------------------------------------------------------ */
+
+typedef struct fsafe_writer fsafe_writer;
+
+/*
+ * Start replacing `path`. The staging file is created now, beside the
+ * target, and is locked (an OFD lock) so no sweep removes it while this
+ * handle lives. Nothing is visible at the target until commit.
+ */
+FSAFE_API int fsafe_writer_open(int dirfd, const char *path,
+                                const struct fsafe_write_opts *opts,
+                                fsafe_writer **out);
+
+/* Append bytes (partial writes and EINTR are handled). */
+FSAFE_API int fsafe_writer_write(fsafe_writer *w, const void *buf, size_t len);
+
+/*
+ * The staging file's descriptor, for sendfile(), splice() or
+ * copy_file_range() users. Write at the current offset; do not close it.
+ */
+FSAFE_API int fsafe_writer_fd(const fsafe_writer *w);
+
+/*
+ * Sync, publish and sync the directory; then free the writer whatever the
+ * outcome. Results as for fsafe_write_fileat(). A write error seen earlier
+ * is reported here again and nothing is published.
+ */
+FSAFE_API int fsafe_writer_commit(fsafe_writer *w);
+
+/* Discard: the target is untouched, no staging file remains. NULL is a
+   no-op. */
+FSAFE_API void fsafe_writer_abort(fsafe_writer *w);
+
+/* ------------------------------------------------------------------------ */
+/* Sweep of abandoned staging files                                          */
+/* ------------------------------------------------------------------------ */
+
+/* A cancellation token: request from any thread or a signal handler. */
+typedef struct fsafe_cancel fsafe_cancel;
+FSAFE_API int fsafe_cancel_new(fsafe_cancel **out);
+FSAFE_API void fsafe_cancel_request(fsafe_cancel *c); /* async-signal-safe */
+FSAFE_API bool fsafe_cancel_requested(const fsafe_cancel *c);
+FSAFE_API void fsafe_cancel_free(fsafe_cancel *c);
+
+typedef struct fsafe_sweep_result fsafe_sweep_result;
+
+enum {
+	/* Report what would be removed, remove nothing. */
+	FSAFE_SWEEP_DRY_RUN = 1u << 0,
+};
+
+/*
+ * Remove abandoned staging files directly in directory `path` (relative to
+ * `dirfd`): regular files whose name satisfies fsafe_is_staging_name(),
+ * whose mtime is more than `older_than_ms` in the past, and which no live
+ * writer holds. Never follows a symlink, never enters a subdirectory,
+ * tolerates entries vanishing meanwhile. Time is linear in the directory's
+ * size.
+ *
+ * `cancel` may be NULL. `*result` (if `result` is not NULL) receives the
+ * names removed, also when the sweep fails or is cancelled (-ECANCELED).
+ * Returns the number removed, or a negative errno.
+ */
+FSAFE_API int fsafe_sweep(int dirfd, const char *path, uint64_t older_than_ms,
+                          unsigned flags, const fsafe_cancel *cancel,
+                          fsafe_sweep_result **result);
+
+FSAFE_API size_t fsafe_sweep_result_count(const fsafe_sweep_result *r);
+FSAFE_API const char *fsafe_sweep_result_name(const fsafe_sweep_result *r,
+                                              size_t i);
+FSAFE_API void fsafe_sweep_result_free(fsafe_sweep_result *r);
+
+#ifdef __cplusplus
+}
+#endif
+
+/* The modules built on the core, one header each. */
+
+#endif /* FSAFE_H */

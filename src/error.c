@@ -1,0 +1,27 @@
+/* Result codes as text, and the optional detail of a failed call. */
+#define _GNU_SOURCE
+#include "error.h"
+
+#include <string.h>
+
+const char *fsafe_strerror(int code)
+{
+	if (code == FSAFE_ENOTDURABLE)
+		return "published, but not synced: durability unknown";
+	if (code >= 0)
+		return "Success";
+	/* strerrordesc_np is thread-safe and never writes a buffer. */
+	const char *s = strerrordesc_np(-code);
+	return s ? s : "Unknown error";
+}
+
+void fsafe__error_set(struct fsafe_error *e, int code, int sys_errno,
+                      const char *step, bool published)
+{
+	if (!e)
+		return;
+	e->code = code;
+	e->sys_errno = sys_errno;
+	e->step = step;
+	e->published = published;
+}

@@ -1,0 +1,191 @@
+/*
+ * Sweep of abandoned staging files.
+ *
+ * A candidate must pass, in this order: the public name predicate (cheap,
+ * on the directory entry), a no-follow open as a regular file, an OFD lock
+ * (a live writer holds one, so failing to get it means "in use"), and the
+ * age test on the locked file's mtime. Only then is the name removed, and
+ * only if it still names the inode we checked.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "fsafe.h"
+#include "sys.h"
+
+struct fsafe_cancel {
+	atomic_int requested;
+};
+
+int fsafe_cancel_new(fsafe_cancel **out)
+{
+	*out = calloc(1, sizeof(**out));
+	return *out ? 0 : -ENOMEM;
+}
+
+void fsafe_cancel_request(fsafe_cancel *c)
+{
+	atomic_store(&c->requested, 1);
+}
+
+bool fsafe_cancel_requested(const fsafe_cancel *c)
+{
+	return c && atomic_load(&((fsafe_cancel *)c)->requested);
+}
+
+void fsafe_cancel_free(fsafe_cancel *c)
+{
+	free(c);
+}
+
+struct fsafe_sweep_result {
+	size_t count, cap;
+	char **names;
+};
+
+size_t fsafe_sweep_result_count(const fsafe_sweep_result *r)
+{
+	return r ? r->count : 0;
+}
+
+const char *fsafe_sweep_result_name(const fsafe_sweep_result *r, size_t i)
+{
+	return r && i < r->count ? r->names[i] : NULL;
+}
+
+void fsafe_sweep_result_free(fsafe_sweep_result *r)
+{
+	if (!r)
+		return;
+	for (size_t i = 0; i < r->count; i++)
+		free(r->names[i]);
+	free(r->names);
+	free(r);
+}
+
+static int result_add(fsafe_sweep_result *r, const char *name)
+{
+	if (r->count == r->cap) {
+		size_t cap = r->cap ? 2 * r->cap : 16;
+		char **n = realloc(r->names, cap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		r->names = n;
+		r->cap = cap;
+	}
+	if (!(r->names[r->count] = strdup(name)))
+		return -ENOMEM;
+	r->count++;
+	return 0;
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t mtime_ms(const struct stat *st)
+{
+	return (int64_t)st->st_mtim.tv_sec * 1000 + st->st_mtim.tv_nsec / 1000000;
+}
+
+/* 1 if `name` (open as `fd`) is an abandoned stage old enough to go. */
+static int abandoned(int dirfd, const char *name, int fd, int64_t cutoff)
+{
+	struct stat st, again;
+	int r = fsafe__ofd_lock(fd, F_RDLCK, false);
+
+	if (r == -EAGAIN)
+		return 0; /* a live writer holds it */
+	if (r == -EINVAL || r == -ENOLCK || r == -EOPNOTSUPP)
+		return 0; /* no locks here, so no way to tell: keep it */
+	if (r < 0 || (r = fsafe__fstat(fd, &st)) < 0)
+		return r;
+	if (!S_ISREG(st.st_mode) || mtime_ms(&st) > cutoff)
+		return 0;
+	/* Still the same inode under that name? */
+	r = fsafe__fstatat(dirfd, name, &again, AT_SYMLINK_NOFOLLOW);
+	if (r == -ENOENT)
+		return 0;
+	if (r < 0)
+		return r;
+	return again.st_dev == st.st_dev && again.st_ino == st.st_ino;
+}
+
+/* 1: removed (or would be, in a dry run); 0: kept; <0: error. */
+static int sweep_one(int dirfd, const char *name, int64_t cutoff, bool dry)
+{
+	int fd = fsafe__openat(dirfd, name,
+	                       O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0);
+
+	if (fd == -ENOENT || fd == -ELOOP || fd == -EACCES)
+		return 0; /* vanished, a symlink, or not ours */
+	if (fd < 0)
+		return fd;
+	int r = abandoned(dirfd, name, fd, cutoff);
+	if (r > 0 && !dry && (r = fsafe__unlinkat(dirfd, name, 0)) == 0)
+		r = 1;
+	fsafe__close(fd);
+	return r == -ENOENT ? 0 : r;
+}
+
+int fsafe_sweep(int dirfd, const char *path, uint64_t older_than_ms,
+                unsigned flags, const fsafe_cancel *cancel,
+                fsafe_sweep_result **result)
+{
+	fsafe_sweep_result *res = calloc(1, sizeof(*res));
+	struct fsafe__dir *d = malloc(sizeof(*d));
+	int64_t cutoff = now_ms() - (int64_t)older_than_ms;
+	int r = 0, fd = -1;
+
+	if (result)
+		*result = NULL;
+	if (!res || !d) {
+		r = -ENOMEM;
+		goto out;
+	}
+	if ((fd = fsafe__open_dir(dirfd, path ? path : ".")) < 0) {
+		r = fd;
+		goto out;
+	}
+	fsafe__dir_init(d, fd);
+	for (;;) {
+		const char *name;
+		unsigned char type;
+
+		if (fsafe_cancel_requested(cancel)) {
+			r = -ECANCELED;
+			break;
+		}
+		if ((r = fsafe__dir_next(d, &name, &type)) <= 0)
+			break;
+		if (!fsafe_is_staging_name(name) ||
+		    (type != DT_REG && type != DT_UNKNOWN))
+			continue;
+		r = sweep_one(fd, name, cutoff, flags & FSAFE_SWEEP_DRY_RUN);
+		if (r > 0)
+			r = result_add(res, name);
+		if (r < 0)
+			break;
+	}
+out:
+	if (fd >= 0)
+		fsafe__close(fd);
+	free(d);
+	if (r == 0 && res)
+		r = (int)res->count;
+	if (result)
+		*result = res;
+	else
+		fsafe_sweep_result_free(res);
+	return r;
+}

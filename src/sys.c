@@ -1,0 +1,306 @@
+/* The system-call table and the conventions every module relies on. */
+#define _GNU_SOURCE
+#include "sys.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#ifdef __linux__
+#include <sys/random.h>
+#endif
+
+static int sys_openat(int dirfd, const char *path, int flags, mode_t mode)
+{
+	return openat(dirfd, path, flags, mode);
+}
+
+static int sys_openat2(int dirfd, const char *path, void *how, size_t size)
+{
+#if defined(__linux__) && defined(SYS_openat2)
+	return (int)syscall(SYS_openat2, dirfd, path, how, size);
+#else
+	(void)dirfd, (void)path, (void)how, (void)size;
+	errno = ENOSYS;
+	return -1;
+#endif
+}
+
+static int sys_renameat2(int olddirfd, const char *old, int newdirfd,
+                         const char *new_, unsigned flags)
+{
+#if defined(__linux__) && defined(SYS_renameat2)
+	return (int)syscall(SYS_renameat2, olddirfd, old, newdirfd, new_, flags);
+#else
+	(void)olddirfd, (void)old, (void)newdirfd, (void)new_, (void)flags;
+	errno = ENOSYS;
+	return -1;
+#endif
+}
+
+static int sys_fcntl_lock(int fd, int cmd, struct flock *fl)
+{
+	return fcntl(fd, cmd, fl);
+}
+
+static ssize_t sys_getdents(int fd, void *buf, size_t len)
+{
+#ifdef __linux__
+	return (ssize_t)syscall(SYS_getdents64, fd, buf, len);
+#else
+	(void)fd, (void)buf, (void)len;
+	errno = ENOSYS;
+	return -1;
+#endif
+}
+
+static ssize_t sys_getrandom(void *buf, size_t len, unsigned flags)
+{
+#ifdef __linux__
+	return getrandom(buf, len, flags);
+#else
+	(void)flags;
+	if (len > 256)
+		len = 256;
+	return getentropy(buf, len) == 0 ? (ssize_t)len : -1;
+#endif
+}
+
+static int sys_ioctl(int fd, unsigned long req, void *arg)
+{
+	return ioctl(fd, req, arg);
+}
+
+const struct fsafe_sys fsafe__sys_default = {
+	.openat = sys_openat,
+	.openat2 = sys_openat2,
+	.read = read,
+	.write = write,
+	.pread = pread,
+	.pwrite = pwrite,
+	.fsync = fsync,
+	.fdatasync = fdatasync,
+	.ftruncate = ftruncate,
+	.renameat = renameat,
+	.renameat2 = sys_renameat2,
+	.linkat = linkat,
+	.unlinkat = unlinkat,
+	.mkdirat = mkdirat,
+	.fstatat = fstatat,
+	.fstat = fstat,
+	.fstatfs = fstatfs,
+	.readlinkat = readlinkat,
+	.fchmod = fchmod,
+	.fchown = fchown,
+	.fcntl_lock = sys_fcntl_lock,
+	.getdents = sys_getdents,
+	.close = close,
+	.getrandom = sys_getrandom,
+	.ioctl = sys_ioctl,
+	.kill = kill,
+};
+
+#ifdef FSAFE_TESTING
+const struct fsafe_sys *volatile fsafe__sys_current = &fsafe__sys_default;
+
+const struct fsafe_sys *fsafe__sys_swap(const struct fsafe_sys *table)
+{
+	const struct fsafe_sys *old = fsafe__sys_current;
+	fsafe__sys_current = table ? table : &fsafe__sys_default;
+	return old;
+}
+#endif
+
+/* Retry a call that returns -1/errno while it fails with EINTR. */
+#define RETRY_EINTR(expr)                                                     \
+	({                                                                    \
+		long r_;                                                      \
+		do                                                            \
+			r_ = (long)(expr);                                    \
+		while (r_ < 0 && errno == EINTR);                             \
+		r_ < 0 ? -errno : r_;                                         \
+	})
+
+int fsafe__openat(int dirfd, const char *path, int flags, mode_t mode)
+{
+	return (int)RETRY_EINTR(SYS->openat(dirfd, path, flags | O_CLOEXEC, mode));
+}
+
+int fsafe__open_dir(int dirfd, const char *path)
+{
+	return fsafe__openat(dirfd, path, O_RDONLY | O_DIRECTORY, 0);
+}
+
+int fsafe__write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len > 0) {
+		ssize_t n = SYS->write(fd, p, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -EIO; /* a regular file never accepts 0 bytes */
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+ssize_t fsafe__read(int fd, void *buf, size_t len)
+{
+	return RETRY_EINTR(SYS->read(fd, buf, len));
+}
+
+/*
+ * A failed fsync is never retried: after EIO the kernel may have dropped
+ * the dirty pages, and a second fsync would report success for data that
+ * is gone. Only EINTR (nothing was attempted) is retried.
+ */
+int fsafe__fsync(int fd)
+{
+	return (int)RETRY_EINTR(SYS->fsync(fd));
+}
+
+int fsafe__fdatasync(int fd)
+{
+	return (int)RETRY_EINTR(SYS->fdatasync(fd));
+}
+
+int fsafe__fstatat(int dirfd, const char *path, struct stat *st, int flags)
+{
+	return (int)RETRY_EINTR(SYS->fstatat(dirfd, path, st, flags));
+}
+
+int fsafe__fstat(int fd, struct stat *st)
+{
+	return (int)RETRY_EINTR(SYS->fstat(fd, st));
+}
+
+int fsafe__unlinkat(int dirfd, const char *path, int flags)
+{
+	return (int)RETRY_EINTR(SYS->unlinkat(dirfd, path, flags));
+}
+
+int fsafe__renameat(int olddirfd, const char *old, int newdirfd,
+                    const char *new_)
+{
+	return (int)RETRY_EINTR(SYS->renameat(olddirfd, old, newdirfd, new_));
+}
+
+int fsafe__renameat2(int olddirfd, const char *old, int newdirfd,
+                     const char *new_, unsigned flags)
+{
+	return (int)RETRY_EINTR(
+		SYS->renameat2(olddirfd, old, newdirfd, new_, flags));
+}
+
+int fsafe__linkat(int olddirfd, const char *old, int newdirfd,
+                  const char *new_, int flags)
+{
+	return (int)RETRY_EINTR(
+		SYS->linkat(olddirfd, old, newdirfd, new_, flags));
+}
+
+int fsafe__mkdirat(int dirfd, const char *path, mode_t mode)
+{
+	return (int)RETRY_EINTR(SYS->mkdirat(dirfd, path, mode));
+}
+
+int fsafe__random(void *buf, size_t len)
+{
+	char *p = buf;
+
+	while (len > 0) {
+		ssize_t n = SYS->getrandom(p, len, 0);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static int ofd_setlk(int fd, short type, int cmd)
+{
+	struct flock fl = { .l_type = type, .l_whence = SEEK_SET };
+
+	return (int)RETRY_EINTR(SYS->fcntl_lock(fd, cmd, &fl));
+}
+
+#ifndef F_OFD_SETLK
+/* Without open-file-description locks, fall back to process locks: they
+   still keep other processes' sweeps away from a live writer. */
+#define F_OFD_SETLK F_SETLK
+#define F_OFD_SETLKW F_SETLKW
+#endif
+
+int fsafe__ofd_lock(int fd, short type, bool wait)
+{
+	int r = ofd_setlk(fd, type, wait ? F_OFD_SETLKW : F_OFD_SETLK);
+
+	return r == -EACCES ? -EAGAIN : r;
+}
+
+int fsafe__ofd_unlock(int fd)
+{
+	return ofd_setlk(fd, F_UNLCK, F_OFD_SETLK);
+}
+
+int fsafe__close(int fd)
+{
+	if (fd >= 0) {
+		int saved = errno;
+		SYS->close(fd);
+		errno = saved;
+	}
+	return -1;
+}
+
+void fsafe__dir_init(struct fsafe__dir *d, int fd)
+{
+	d->fd = fd;
+	d->pos = d->end = 0;
+}
+
+struct linux_dirent64 {
+	uint64_t d_ino;
+	int64_t d_off;
+	unsigned short d_reclen;
+	unsigned char d_type;
+	char d_name[];
+};
+
+int fsafe__dir_next(struct fsafe__dir *d, const char **name,
+                    unsigned char *type)
+{
+	for (;;) {
+		if (d->pos >= d->end) {
+			ssize_t n = RETRY_EINTR(
+				SYS->getdents(d->fd, d->buf, sizeof(d->buf)));
+			if (n < 0)
+				return (int)n;
+			if (n == 0)
+				return 0;
+			d->pos = 0;
+			d->end = (size_t)n;
+		}
+		struct linux_dirent64 *e = (void *)(d->buf + d->pos);
+		d->pos += e->d_reclen;
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		*name = e->d_name;
+		*type = e->d_type;
+		return 1;
+	}
+}

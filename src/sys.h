@@ -1,0 +1,109 @@
+/*
+ * The one table of system calls the library makes.
+ *
+ * Every entry has the raw kernel/libc contract (-1 and errno), so the
+ * default table is plain libc and a test can swap in wrappers that fail
+ * call N with errno E, cut a write short, kill the process or cut power.
+ * The fsafe__* helpers below put the library's conventions on top: a
+ * negative errno as the result, EINTR retried, short writes completed.
+ *
+ * In a production build SYS is the address of a const table, so a call
+ * costs one indirect call. Only a build with FSAFE_TESTING can swap it.
+ */
+#ifndef FSAFE_SYS_H
+#define FSAFE_SYS_H
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/vfs.h>
+
+struct fsafe_sys {
+	int (*openat)(int dirfd, const char *path, int flags, mode_t mode);
+	/* openat2(2); `how` is a struct open_how. ENOSYS where missing. */
+	int (*openat2)(int dirfd, const char *path, void *how, size_t size);
+	ssize_t (*read)(int fd, void *buf, size_t len);
+	ssize_t (*write)(int fd, const void *buf, size_t len);
+	ssize_t (*pread)(int fd, void *buf, size_t len, off_t off);
+	ssize_t (*pwrite)(int fd, const void *buf, size_t len, off_t off);
+	int (*fsync)(int fd);
+	int (*fdatasync)(int fd);
+	int (*ftruncate)(int fd, off_t len);
+	int (*renameat)(int olddirfd, const char *old, int newdirfd,
+	                const char *new_);
+	/* renameat2(2). ENOSYS where missing. */
+	int (*renameat2)(int olddirfd, const char *old, int newdirfd,
+	                 const char *new_, unsigned flags);
+	int (*linkat)(int olddirfd, const char *old, int newdirfd,
+	              const char *new_, int flags);
+	int (*unlinkat)(int dirfd, const char *path, int flags);
+	int (*mkdirat)(int dirfd, const char *path, mode_t mode);
+	int (*fstatat)(int dirfd, const char *path, struct stat *st, int flags);
+	int (*fstat)(int fd, struct stat *st);
+	int (*fstatfs)(int fd, struct statfs *st);
+	ssize_t (*readlinkat)(int dirfd, const char *path, char *buf,
+	                      size_t len);
+	int (*fchmod)(int fd, mode_t mode);
+	int (*fchown)(int fd, uid_t uid, gid_t gid);
+	/* fcntl(2) with a struct flock argument (F_OFD_SETLK and friends). */
+	int (*fcntl_lock)(int fd, int cmd, struct flock *fl);
+	/* getdents64(2); on other systems an emulation over readdir(). */
+	ssize_t (*getdents)(int fd, void *buf, size_t len);
+	int (*close)(int fd);
+	ssize_t (*getrandom)(void *buf, size_t len, unsigned flags);
+	int (*ioctl)(int fd, unsigned long req, void *arg);
+	int (*kill)(pid_t pid, int sig);
+};
+
+extern const struct fsafe_sys fsafe__sys_default;
+
+#ifdef FSAFE_TESTING
+/* Test builds only: the table in force, and a way to swap it. */
+extern const struct fsafe_sys *volatile fsafe__sys_current;
+#define SYS fsafe__sys_current
+const struct fsafe_sys *fsafe__sys_swap(const struct fsafe_sys *table);
+#else
+#define SYS (&fsafe__sys_default)
+#endif
+
+/* Conventions over the table: 0 / non-negative or a negative errno. */
+int fsafe__openat(int dirfd, const char *path, int flags, mode_t mode);
+int fsafe__open_dir(int dirfd, const char *path);
+int fsafe__write_all(int fd, const void *buf, size_t len);
+ssize_t fsafe__read(int fd, void *buf, size_t len);
+int fsafe__fsync(int fd);
+int fsafe__fdatasync(int fd);
+int fsafe__fstatat(int dirfd, const char *path, struct stat *st, int flags);
+int fsafe__fstat(int fd, struct stat *st);
+int fsafe__unlinkat(int dirfd, const char *path, int flags);
+int fsafe__renameat(int olddirfd, const char *old, int newdirfd,
+                    const char *new_);
+int fsafe__renameat2(int olddirfd, const char *old, int newdirfd,
+                     const char *new_, unsigned flags);
+int fsafe__linkat(int olddirfd, const char *old, int newdirfd,
+                  const char *new_, int flags);
+int fsafe__mkdirat(int dirfd, const char *path, mode_t mode);
+int fsafe__random(void *buf, size_t len);
+int fsafe__ofd_lock(int fd, short type, bool wait);
+int fsafe__ofd_unlock(int fd);
+
+/* close() once, never retried (Linux frees the fd even on EINTR). Keeps
+   errno. Returns -1 so callers can write `fd = fsafe__close(fd)`. */
+int fsafe__close(int fd);
+
+/* Iterate a directory fd's entries (no "." / ".."), linear in its size. */
+struct fsafe__dir {
+	int fd;
+	size_t pos, end;
+	char buf[64 * 1024];
+};
+void fsafe__dir_init(struct fsafe__dir *d, int fd);
+/* 1 with *name and *type (DT_*) set, 0 at the end, or a negative errno. */
+int fsafe__dir_next(struct fsafe__dir *d, const char **name,
+                    unsigned char *type);
+
+#endif

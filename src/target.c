@@ -1,0 +1,179 @@
+/* Resolving a path to (parent directory fd, base name). */
+#define _GNU_SOURCE
+#include "target.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "sys.h"
+
+#define MAX_SYMLINK_HOPS 40
+
+int fsafe__check_name(const char *name)
+{
+	size_t n = strlen(name);
+
+	if (n == 0 || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+		return -EINVAL;
+	if (n > NAME_MAX)
+		return -ENAMETOOLONG;
+	if (memchr(name, '/', n))
+		return -EINVAL;
+	return 0;
+}
+
+/*
+ * Split `path` into its directory part (written to `dir`, "." when there is
+ * none) and its last component (returned, pointing into `path`).
+ */
+static const char *split(const char *path, char dir[PATH_MAX])
+{
+	const char *slash = strrchr(path, '/');
+
+	if (!slash) {
+		strcpy(dir, ".");
+		return path;
+	}
+	size_t n = (size_t)(slash - path);
+	if (n == 0)
+		n = 1; /* "/name": the root directory */
+	memcpy(dir, path, n);
+	dir[n] = '\0';
+	return slash + 1;
+}
+
+static int sync_dir_entry(int parentfd, bool nosync)
+{
+	return nosync ? 0 : fsafe__fsync(parentfd);
+}
+
+/* Open directory `dir` relative to `dirfd`, creating missing components. */
+static int open_dir_creating(int dirfd, const char *dir, bool nosync,
+                             const char **step)
+{
+	char buf[PATH_MAX];
+	strcpy(buf, dir);
+
+	char *p = buf, *save = NULL;
+	int cur = fsafe__open_dir(dirfd, buf[0] == '/' ? "/" : ".");
+	if (cur < 0) {
+		*step = "open directory";
+		return cur;
+	}
+	for (char *c = strtok_r(p, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+		int next = fsafe__open_dir(cur, c);
+		if (next == -ENOENT) {
+			int r = fsafe__mkdirat(cur, c, 0777);
+			if (r < 0 && r != -EEXIST) {
+				*step = "mkdir";
+				fsafe__close(cur);
+				return r;
+			}
+			/* The new entry must survive a power cut before anything
+			   is published beneath it. */
+			if (r == 0 && (r = sync_dir_entry(cur, nosync)) < 0) {
+				*step = "fsync directory";
+				fsafe__close(cur);
+				return r;
+			}
+			next = fsafe__open_dir(cur, c);
+		}
+		fsafe__close(cur);
+		if (next < 0) {
+			*step = "open directory";
+			return next;
+		}
+		cur = next;
+	}
+	return cur;
+}
+
+int fsafe__target_stat(struct fsafe__target *t, const char **step)
+{
+	int r = fsafe__fstatat(t->dirfd, t->name, &t->st, AT_SYMLINK_NOFOLLOW);
+
+	t->exists = r == 0;
+	if (r == -ENOENT)
+		return 0;
+	if (r < 0)
+		*step = "stat";
+	return r;
+}
+
+int fsafe__target_follow(struct fsafe__target *t, const char **step)
+{
+	for (int hops = 0;; hops++) {
+		int r = fsafe__target_stat(t, step);
+		if (r < 0 || !t->exists || !S_ISLNK(t->st.st_mode))
+			return r;
+		if (hops == MAX_SYMLINK_HOPS) {
+			*step = "resolve";
+			return -ELOOP;
+		}
+
+		char link[PATH_MAX], dir[PATH_MAX];
+		ssize_t n = SYS->readlinkat(t->dirfd, t->name, link, sizeof(link));
+		if (n < 0 || (size_t)n >= sizeof(link)) {
+			*step = "readlink";
+			return n < 0 ? -errno : -ENAMETOOLONG;
+		}
+		link[n] = '\0';
+
+		const char *base = split(link, dir);
+		if ((r = fsafe__check_name(base)) < 0) {
+			*step = "resolve";
+			return r;
+		}
+		int fd = fsafe__open_dir(link[0] == '/' ? AT_FDCWD : t->dirfd, dir);
+		if (fd < 0) {
+			*step = "open directory";
+			return fd;
+		}
+		fsafe__close(t->dirfd);
+		t->dirfd = fd;
+		strcpy(t->name, base);
+	}
+}
+
+int fsafe__target_resolve(int dirfd, const char *path, bool mkdir,
+                          bool nosync, bool follow, struct fsafe__target *t,
+                          const char **step)
+{
+	char dir[PATH_MAX];
+	int r;
+
+	t->dirfd = -1;
+	*step = "resolve";
+	if (!path || !*path)
+		return -EINVAL;
+	if (strlen(path) >= PATH_MAX)
+		return -ENAMETOOLONG;
+
+	const char *base = split(path, dir);
+	if ((r = fsafe__check_name(base)) < 0)
+		return r;
+	strcpy(t->name, base);
+
+	if (mkdir)
+		t->dirfd = open_dir_creating(dirfd, dir, nosync, step);
+	else if ((t->dirfd = fsafe__open_dir(dirfd, dir)) < 0)
+		*step = "open directory";
+	if (t->dirfd < 0)
+		return t->dirfd;
+
+	r = follow ? fsafe__target_follow(t, step) : fsafe__target_stat(t, step);
+	if (r < 0) {
+		fsafe__target_close(t);
+		return r;
+	}
+	return 0;
+}
+
+void fsafe__target_close(struct fsafe__target *t)
+{
+	if (t->dirfd >= 0)
+		t->dirfd = fsafe__close(t->dirfd);
+}

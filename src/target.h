@@ -1,0 +1,42 @@
+/*
+ * Where a write lands: the target's parent directory, held as an fd, and
+ * the target's base name in it. Everything after resolution works relative
+ * to that fd, so a path is never resolved twice.
+ */
+#ifndef FSAFE_TARGET_H
+#define FSAFE_TARGET_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <sys/stat.h>
+
+struct fsafe__target {
+	int dirfd;                 /* owned: O_RDONLY|O_DIRECTORY */
+	char name[NAME_MAX + 1];   /* base name inside dirfd */
+	bool exists;               /* what lstat of name found at resolution */
+	struct stat st;
+};
+
+/* Check a base name: not empty, not "." or "..", no '/', <= NAME_MAX. */
+int fsafe__check_name(const char *name);
+
+/*
+ * Resolve `path` relative to `dirfd`. With `mkdir`, missing parents are
+ * created (and made durable unless `nosync`). With `follow`, a symbolic
+ * link at the target is followed (up to 40 links) to the file it names.
+ * On failure *step names what failed.
+ */
+int fsafe__target_resolve(int dirfd, const char *path, bool mkdir,
+                          bool nosync, bool follow, struct fsafe__target *t,
+                          const char **step);
+
+/* lstat t->name into t->st / t->exists. */
+int fsafe__target_stat(struct fsafe__target *t, const char **step);
+
+/* Follow a symbolic link at t->name (in t->dirfd) to what it names;
+   t->st / t->exists then describe that. */
+int fsafe__target_follow(struct fsafe__target *t, const char **step);
+
+void fsafe__target_close(struct fsafe__target *t);
+
+#endif

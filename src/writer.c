@@ -1,0 +1,363 @@
+/*
+ * The managed writer and the one publish path every module uses:
+ *
+ *   stage beside the target (O_TMPFILE, or an exclusive named file)
+ *   -> write -> give it a staging name -> data sync
+ *   -> publish by rename (or, create-only, by a no-replace rename or link)
+ *   -> sync the directory.
+ *
+ * An O_TMPFILE stage has no name while it is being filled, so a crash in
+ * the long part of a write leaves nothing behind. It is linked to a staging
+ * name before the data sync, not after: some filesystems (btrfs) only make
+ * the data of a linked file durable.
+ */
+#define _GNU_SOURCE
+#include "writer.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "staging.h"
+#include "sys.h"
+
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#endif
+
+/* Attempts at a fresh random name before giving up (each collides with
+   probability 2^-96; more than one failure means something else is wrong). */
+#define NAME_ATTEMPTS 4
+
+struct fsafe_writer {
+	struct fsafe__target t;
+	int fd;
+	unsigned flags;
+	struct fsafe_error *error;
+	int err;            /* first failure, sticky */
+	int sys_errno;
+	const char *step;
+	bool named;         /* the stage has a name in t.dirfd */
+	bool published;
+	char staging[FSAFE_STAGING_NAME_LEN + 1];
+};
+
+int fsafe__wopts_load(struct fsafe__wopts *o,
+                      const struct fsafe_write_opts *opts)
+{
+	/* The first published layout; a size of 0 means it. */
+	static const size_t v1 = sizeof(struct fsafe_write_opts);
+	struct fsafe_write_opts in = { 0 };
+
+	if (opts) {
+		size_t n = opts->size ? opts->size : v1;
+		if (n < offsetof(struct fsafe_write_opts, error) + sizeof(void *))
+			return -EINVAL;
+		memcpy(&in, opts, n < sizeof(in) ? n : sizeof(in));
+	}
+	o->flags = in.flags;
+	o->mode = in.mode ? in.mode : 0666;
+	o->error = in.error;
+	if (o->mode & ~(mode_t)07777)
+		return -EINVAL;
+	return 0;
+}
+
+static int fail(fsafe_writer *w, int r, const char *step)
+{
+	if (!w->err) {
+		w->err = r;
+		w->sys_errno = -r;
+		w->step = step;
+	}
+	return w->err;
+}
+
+static bool nosync(const fsafe_writer *w)
+{
+	return w->flags & FSAFE_NO_SYNC;
+}
+
+static int new_staging_name(fsafe_writer *w)
+{
+	uint8_t rnd[FSAFE__STAGING_RANDOM_BYTES];
+	int r = fsafe__random(rnd, sizeof(rnd));
+
+	if (r < 0)
+		return r;
+	fsafe__staging_format(rnd, w->staging);
+	return 0;
+}
+
+static bool tmpfile_unsupported(int r)
+{
+	return r == -EOPNOTSUPP || r == -EISDIR || r == -EINVAL;
+}
+
+static int create_stage(fsafe_writer *w, mode_t mode)
+{
+	int r;
+
+	if (!(w->flags & FSAFE_NO_TMPFILE)) {
+		r = fsafe__openat(w->t.dirfd, ".", O_TMPFILE | O_WRONLY, mode);
+		if (r >= 0) {
+			w->fd = r;
+			return 0;
+		}
+		if (!tmpfile_unsupported(r))
+			return fail(w, r, "open");
+	}
+	for (int i = 0; i < NAME_ATTEMPTS; i++) {
+		if ((r = new_staging_name(w)) < 0)
+			return fail(w, r, "getrandom");
+		r = fsafe__openat(w->t.dirfd, w->staging,
+		                  O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode);
+		if (r >= 0) {
+			w->fd = r;
+			w->named = true;
+			return 0;
+		}
+		if (r != -EEXIST)
+			break;
+	}
+	return fail(w, r, "open");
+}
+
+/* The sweep skips any stage it cannot lock, so a live writer holds one. */
+static int lock_stage(fsafe_writer *w)
+{
+	int r = fsafe__ofd_lock(w->fd, F_WRLCK, false);
+
+	if (r == -EINVAL || r == -ENOLCK || r == -EOPNOTSUPP)
+		return 0; /* no locks on this filesystem: nothing to hold */
+	return r < 0 ? fail(w, r, "lock") : 0;
+}
+
+/* An existing target keeps its mode, and its owner where we may set it. */
+static int inherit_metadata(fsafe_writer *w, const struct stat *st)
+{
+	if (st->st_uid != geteuid() || st->st_gid != getegid()) {
+		int r = SYS->fchown(w->fd, st->st_uid, st->st_gid) < 0 ? -errno : 0;
+		if (r < 0 && r != -EPERM)
+			return fail(w, r, "chown");
+	}
+	if (SYS->fchmod(w->fd, st->st_mode & 07777) < 0)
+		return fail(w, -errno, "chmod");
+	return 0;
+}
+
+static int check_target(fsafe_writer *w)
+{
+	if (!w->t.exists)
+		return 0;
+	if (S_ISDIR(w->t.st.st_mode))
+		return fail(w, -EISDIR, "stat");
+	if (w->flags & FSAFE_CREATE_ONLY)
+		return fail(w, -EEXIST, "stat");
+	return 0;
+}
+
+static int writer_free(fsafe_writer *w)
+{
+	int err = w->err;
+
+	if (w->named && !w->published)
+		fsafe__unlinkat(w->t.dirfd, w->staging, 0);
+	if (w->fd >= 0)
+		fsafe__close(w->fd);
+	fsafe__target_close(&w->t);
+	free(w);
+	return err;
+}
+
+int fsafe__writer_open_target(struct fsafe__target *t,
+                              const struct fsafe__wopts *o,
+                              fsafe_writer **out)
+{
+	fsafe_writer *w = calloc(1, sizeof(*w));
+	*out = NULL;
+	if (!w) {
+		fsafe__target_close(t);
+		fsafe__error_set(o->error, -ENOMEM, ENOMEM, "alloc", false);
+		return -ENOMEM;
+	}
+	w->t = *t;
+	t->dirfd = -1;
+	w->fd = -1;
+	w->flags = o->flags;
+	w->error = o->error;
+
+	bool regular = w->t.exists && S_ISREG(w->t.st.st_mode);
+	if (check_target(w) < 0 || create_stage(w, o->mode) < 0 ||
+	    lock_stage(w) < 0 || (regular && inherit_metadata(w, &w->t.st) < 0))
+		return fsafe__writer_finish(w);
+	*out = w;
+	return 0;
+}
+
+int fsafe_writer_open(int dirfd, const char *path,
+                      const struct fsafe_write_opts *opts, fsafe_writer **out)
+{
+	struct fsafe__wopts o;
+	struct fsafe__target t;
+	const char *step = "options";
+	int r;
+
+	*out = NULL;
+	if ((r = fsafe__wopts_load(&o, opts)) < 0)
+		return r;
+	r = fsafe__target_resolve(dirfd, path, o.flags & FSAFE_MKDIR,
+	                          o.flags & FSAFE_NO_SYNC,
+	                          !(o.flags & FSAFE_NO_FOLLOW), &t, &step);
+	if (r < 0) {
+		fsafe__error_set(o.error, r, -r, step, false);
+		return r;
+	}
+	return fsafe__writer_open_target(&t, &o, out);
+}
+
+int fsafe_writer_write(fsafe_writer *w, const void *buf, size_t len)
+{
+	if (w->err)
+		return w->err;
+	int r = fsafe__write_all(w->fd, buf, len);
+	return r < 0 ? fail(w, r, "write") : 0;
+}
+
+int fsafe_writer_fd(const fsafe_writer *w)
+{
+	return w->fd;
+}
+
+/* Give an O_TMPFILE stage a staging name. */
+static int link_stage(fsafe_writer *w)
+{
+	char proc[64];
+	int r = -EEXIST;
+
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", w->fd);
+	for (int i = 0; i < NAME_ATTEMPTS && r == -EEXIST; i++) {
+		if ((r = new_staging_name(w)) < 0)
+			return fail(w, r, "getrandom");
+		/* AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH; /proc does not. */
+		r = fsafe__linkat(w->fd, "", w->t.dirfd, w->staging,
+		                  AT_EMPTY_PATH);
+		if (r == -ENOENT || r == -EPERM)
+			r = fsafe__linkat(AT_FDCWD, proc, w->t.dirfd,
+			                  w->staging, AT_SYMLINK_FOLLOW);
+	}
+	if (r < 0)
+		return fail(w, r, "link");
+	w->named = true;
+	return 0;
+}
+
+int fsafe__writer_sync_data(fsafe_writer *w)
+{
+	int r;
+
+	if (w->err)
+		return w->err;
+	if (!w->named && (r = link_stage(w)) < 0)
+		return r;
+	if (!nosync(w) && (r = fsafe__fdatasync(w->fd)) < 0)
+		return fail(w, r, "fsync");
+	return 0;
+}
+
+static int publish_noreplace(fsafe_writer *w)
+{
+	int r = -ENOSYS;
+
+	if (!(w->flags & FSAFE_NO_RENAMEAT2))
+		r = fsafe__renameat2(w->t.dirfd, w->staging, w->t.dirfd,
+		                     w->t.name, RENAME_NOREPLACE);
+	if (r == 0 || (r != -ENOSYS && r != -EINVAL && r != -EOPNOTSUPP))
+		return r;
+	/* Portable: link() never replaces; the staging name then goes. A
+	   crash in between leaves a second name that the sweep removes. */
+	if ((r = fsafe__linkat(w->t.dirfd, w->staging, w->t.dirfd, w->t.name,
+	                       0)) < 0)
+		return r;
+	w->published = true;
+	fsafe__unlinkat(w->t.dirfd, w->staging, 0);
+	return 0;
+}
+
+int fsafe__writer_publish(fsafe_writer *w)
+{
+	int r;
+	bool create_only = w->flags & FSAFE_CREATE_ONLY;
+
+	if (w->err)
+		return w->err;
+	if (create_only)
+		r = publish_noreplace(w);
+	else
+		r = fsafe__renameat(w->t.dirfd, w->staging, w->t.dirfd,
+		                    w->t.name);
+	if (r < 0)
+		return fail(w, r, create_only ? "link" : "rename");
+	w->named = false;
+	w->published = true;
+	return 0;
+}
+
+int fsafe__writer_sync_dir(fsafe_writer *w)
+{
+	if (w->err)
+		return w->err;
+	if (!w->published || nosync(w))
+		return 0;
+	int r = fsafe__fsync(w->t.dirfd);
+	if (r < 0) {
+		fail(w, FSAFE_ENOTDURABLE, "fsync directory");
+		w->sys_errno = -r;
+	}
+	return w->err;
+}
+
+int fsafe__writer_finish(fsafe_writer *w)
+{
+	if (w->err)
+		fsafe__error_set(w->error, w->err, w->sys_errno, w->step,
+		                 w->published);
+	return writer_free(w);
+}
+
+int fsafe_writer_commit(fsafe_writer *w)
+{
+	fsafe__writer_sync_data(w);
+	fsafe__writer_publish(w);
+	fsafe__writer_sync_dir(w);
+	return fsafe__writer_finish(w);
+}
+
+void fsafe_writer_abort(fsafe_writer *w)
+{
+	if (w)
+		writer_free(w);
+}
+
+int fsafe_write_fileat(int dirfd, const char *path, const void *buf,
+                       size_t len, const struct fsafe_write_opts *opts)
+{
+	fsafe_writer *w;
+	int r = fsafe_writer_open(dirfd, path, opts, &w);
+
+	if (r < 0)
+		return r;
+	fsafe_writer_write(w, buf, len);
+	return fsafe_writer_commit(w);
+}
+
+int fsafe_write_file(const char *path, const void *buf, size_t len,
+                     const struct fsafe_write_opts *opts)
+{
+	return fsafe_write_fileat(AT_FDCWD, path, buf, len, opts);
+}

@@ -1,0 +1,164 @@
+#define _GNU_SOURCE
+#include "fault.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sys.h"
+
+#define TRACE_MAX 4096
+
+static struct fault_plan plan;
+static atomic_int calls;
+static atomic_bool fired;
+static atomic_bool short_pending;
+static const char *trace[TRACE_MAX];
+
+static const struct fsafe_sys *real = &fsafe__sys_default;
+
+/* 0: run the call; else the errno to fail it with. */
+static int before(const char *name)
+{
+	int n = atomic_fetch_add(&calls, 1) + 1;
+
+	if (n <= TRACE_MAX)
+		trace[n - 1] = name;
+	if (plan.kind == FAULT_PERSIST && n >= plan.at) {
+		atomic_store(&fired, true);
+		return plan.err;
+	}
+	if (n != plan.at)
+		return 0;
+	atomic_store(&fired, true);
+	switch (plan.kind) {
+	case FAULT_KILL:
+		raise(SIGKILL);
+		pause();
+		return 0;
+	case FAULT_HOOK:
+		plan.hook(n, name);
+		return 0;
+	case FAULT_ERRNO:
+		return plan.err;
+	case FAULT_SHORT:
+		atomic_store(&short_pending, true);
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+#define FAIL_OR(name, call)                                                   \
+	do {                                                                  \
+		int e_ = before(#name);                                       \
+		if (e_) {                                                     \
+			errno = e_;                                           \
+			return -1;                                            \
+		}                                                             \
+		return call;                                                  \
+	} while (0)
+
+static size_t cut(size_t len)
+{
+	if (len > 1 && atomic_exchange(&short_pending, false))
+		return len / 2;
+	return len;
+}
+
+static int w_openat(int d, const char *p, int f, mode_t m) { FAIL_OR(openat, real->openat(d, p, f, m)); }
+static int w_openat2(int d, const char *p, void *h, size_t s) { FAIL_OR(openat2, real->openat2(d, p, h, s)); }
+static ssize_t w_read(int fd, void *b, size_t n) { FAIL_OR(read, real->read(fd, b, n)); }
+static ssize_t w_write(int fd, const void *b, size_t n) { FAIL_OR(write, real->write(fd, b, cut(n))); }
+static ssize_t w_pread(int fd, void *b, size_t n, off_t o) { FAIL_OR(pread, real->pread(fd, b, n, o)); }
+static ssize_t w_pwrite(int fd, const void *b, size_t n, off_t o) { FAIL_OR(pwrite, real->pwrite(fd, b, cut(n), o)); }
+static int w_fsync(int fd) { FAIL_OR(fsync, real->fsync(fd)); }
+static int w_fdatasync(int fd) { FAIL_OR(fdatasync, real->fdatasync(fd)); }
+static int w_ftruncate(int fd, off_t l) { FAIL_OR(ftruncate, real->ftruncate(fd, l)); }
+static int w_renameat(int a, const char *b, int c, const char *d) { FAIL_OR(renameat, real->renameat(a, b, c, d)); }
+static int w_renameat2(int a, const char *b, int c, const char *d, unsigned f) { FAIL_OR(renameat2, real->renameat2(a, b, c, d, f)); }
+static int w_linkat(int a, const char *b, int c, const char *d, int f) { FAIL_OR(linkat, real->linkat(a, b, c, d, f)); }
+static int w_unlinkat(int d, const char *p, int f) { FAIL_OR(unlinkat, real->unlinkat(d, p, f)); }
+static int w_mkdirat(int d, const char *p, mode_t m) { FAIL_OR(mkdirat, real->mkdirat(d, p, m)); }
+static int w_fstatat(int d, const char *p, struct stat *s, int f) { FAIL_OR(fstatat, real->fstatat(d, p, s, f)); }
+static int w_fstat(int fd, struct stat *s) { FAIL_OR(fstat, real->fstat(fd, s)); }
+static int w_fstatfs(int fd, struct statfs *s) { FAIL_OR(fstatfs, real->fstatfs(fd, s)); }
+static ssize_t w_readlinkat(int d, const char *p, char *b, size_t n) { FAIL_OR(readlinkat, real->readlinkat(d, p, b, n)); }
+static int w_fchmod(int fd, mode_t m) { FAIL_OR(fchmod, real->fchmod(fd, m)); }
+static int w_fchown(int fd, uid_t u, gid_t g) { FAIL_OR(fchown, real->fchown(fd, u, g)); }
+static int w_fcntl_lock(int fd, int c, struct flock *l) { FAIL_OR(fcntl, real->fcntl_lock(fd, c, l)); }
+static ssize_t w_getdents(int fd, void *b, size_t n) { FAIL_OR(getdents, real->getdents(fd, b, n)); }
+static ssize_t w_getrandom(void *b, size_t n, unsigned f) { FAIL_OR(getrandom, real->getrandom(b, n, f)); }
+static int w_ioctl(int fd, unsigned long r, void *a) { FAIL_OR(ioctl, real->ioctl(fd, r, a)); }
+static int w_kill(pid_t p, int s) { FAIL_OR(kill, real->kill(p, s)); }
+
+/* Linux frees the descriptor whatever close() returns, so a failed close
+   still closes: the library must never retry it. */
+static int w_close(int fd)
+{
+	int e = before("close");
+	int r = real->close(fd);
+	if (e) {
+		errno = e;
+		return -1;
+	}
+	return r;
+}
+
+static const struct fsafe_sys wrapped = {
+	.openat = w_openat, .openat2 = w_openat2, .read = w_read,
+	.write = w_write, .pread = w_pread, .pwrite = w_pwrite,
+	.fsync = w_fsync, .fdatasync = w_fdatasync, .ftruncate = w_ftruncate,
+	.renameat = w_renameat, .renameat2 = w_renameat2, .linkat = w_linkat,
+	.unlinkat = w_unlinkat, .mkdirat = w_mkdirat, .fstatat = w_fstatat,
+	.fstat = w_fstat, .fstatfs = w_fstatfs, .readlinkat = w_readlinkat,
+	.fchmod = w_fchmod, .fchown = w_fchown, .fcntl_lock = w_fcntl_lock,
+	.getdents = w_getdents, .close = w_close, .getrandom = w_getrandom,
+	.ioctl = w_ioctl, .kill = w_kill,
+};
+
+void fault_install(const struct fault_plan *p)
+{
+	plan = *p;
+	atomic_store(&calls, 0);
+	atomic_store(&fired, false);
+	atomic_store(&short_pending, false);
+	fsafe__sys_swap(&wrapped);
+}
+
+void fault_remove(void)
+{
+	fsafe__sys_swap(NULL);
+	plan = (struct fault_plan){ 0 };
+}
+
+int fault_calls(void)
+{
+	return atomic_load(&calls);
+}
+
+const char *fault_call_name(int n)
+{
+	return n >= 1 && n <= TRACE_MAX && n <= fault_calls() ? trace[n - 1] : "?";
+}
+
+bool fault_fired(void)
+{
+	return atomic_load(&fired);
+}
+
+int fault_open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n - 3; /* ".", "..", and the DIR's own fd */
+}

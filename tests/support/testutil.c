@@ -1,0 +1,109 @@
+#define _GNU_SOURCE
+#include "testutil.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fsafe.h"
+
+char *tu_mkscratch(void)
+{
+	const char *base = getenv("TMPDIR");
+	char *path;
+
+	if (asprintf(&path, "%s/fsafe-test-XXXXXX", base ? base : "/tmp") < 0)
+		abort();
+	if (!mkdtemp(path))
+		abort();
+	return path;
+}
+
+static int rm_one(const char *p, const struct stat *st, int flag,
+                  struct FTW *ftw)
+{
+	(void)st, (void)flag, (void)ftw;
+	remove(p);
+	return 0;
+}
+
+void tu_rmtree(const char *path)
+{
+	nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static char *join(const char *dir, const char *name)
+{
+	char *p;
+	if (asprintf(&p, "%s/%s", dir, name) < 0)
+		abort();
+	return p;
+}
+
+void tu_put(const char *dir, const char *name, const void *buf, size_t len)
+{
+	char *p = join(dir, name);
+	FILE *f = fopen(p, "wb");
+	if (!f || fwrite(buf, 1, len, f) != len || fclose(f) != 0)
+		abort();
+	free(p);
+}
+
+char *tu_get(const char *dir, const char *name, size_t *len)
+{
+	char *p = join(dir, name);
+	FILE *f = fopen(p, "rb");
+	free(p);
+	if (!f)
+		return NULL;
+	size_t cap = 4096, n = 0;
+	char *buf = malloc(cap);
+	size_t k;
+	while ((k = fread(buf + n, 1, cap - n, f)) > 0) {
+		n += k;
+		if (n == cap)
+			buf = realloc(buf, cap *= 2);
+	}
+	fclose(f);
+	*len = n;
+	return buf;
+}
+
+bool tu_equals(const char *dir, const char *name, const void *buf, size_t len)
+{
+	size_t n;
+	char *got = tu_get(dir, name, &n);
+	bool eq = got && n == len && memcmp(got, buf, len) == 0;
+	free(got);
+	return eq;
+}
+
+static int count(const char *dir, bool staging_only)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+		    (!staging_only || fsafe_is_staging_name(e->d_name)))
+			n++;
+	closedir(d);
+	return n;
+}
+
+int tu_count_entries(const char *dir)
+{
+	return count(dir, false);
+}
+
+int tu_count_staging(const char *dir)
+{
+	return count(dir, true);
+}

@@ -1,0 +1,24 @@
+/* Small helpers shared by the C tests: scratch dirs and byte-exact files. */
+#ifndef FSAFE_TESTUTIL_H
+#define FSAFE_TESTUTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Make a fresh scratch directory (under $TMPDIR or /tmp); returns its path
+   (static storage per call site is the caller's: copy it). */
+char *tu_mkscratch(void);
+/* Remove a directory tree (best effort). */
+void tu_rmtree(const char *path);
+/* Write a file plainly (not through fsafe), for fixtures. */
+void tu_put(const char *dir, const char *name, const void *buf, size_t len);
+/* Read a whole file into a malloc'd buffer; NULL if missing. */
+char *tu_get(const char *dir, const char *name, size_t *len);
+/* True when the file's bytes equal buf exactly. */
+bool tu_equals(const char *dir, const char *name, const void *buf, size_t len);
+/* Number of directory entries (not "." / "..") in dir. */
+int tu_count_entries(const char *dir);
+/* Number of entries satisfying fsafe_is_staging_name(). */
+int tu_count_staging(const char *dir);
+
+#endif
