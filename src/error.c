@@ -10,9 +10,13 @@ const char *fsafe_strerror(int code)
 		return "published, but not synced: durability unknown";
 	if (code >= 0)
 		return "Success";
-	/* strerrordesc_np is thread-safe and never writes a buffer. */
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 32)
+	/* Thread-safe, and never writes a shared buffer. */
 	const char *s = strerrordesc_np(-code);
 	return s ? s : "Unknown error";
+#else
+	return strerror(-code);
+#endif
 }
 
 void fsafe__error_set(struct fsafe_error *e, int code, int sys_errno,
