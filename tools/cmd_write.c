@@ -1,0 +1,231 @@
+/*
+ * fsafe write: standard input replaces FILE atomically and durably, through
+ * the managed writer. The whole input is staged before anything is
+ * published, so `sort f | fsafe write f` is safe.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "cli_signal.h"
+#include "cli_util.h"
+#include "fsafe.h"
+
+#define CHUNK (64 * 1024)
+
+static const char usage[] =
+	"usage: fsafe write [--mode MODE] [--create-only] [--no-follow] "
+	"[--mkdir]\n"
+	"                   [--no-sync] FILE\n";
+
+static const char help[] =
+	"Replace FILE atomically with standard input: readers see the old\n"
+	"content or the new, never a mix, also after a crash.\n"
+	"\n"
+	"  -m, --mode MODE   permissions of a new file, octal (default 666),\n"
+	"                    less the umask; an existing file keeps its own\n"
+	"  -c, --create-only fail if FILE exists (it stays untouched)\n"
+	"  -n, --no-follow   if FILE is a symlink, replace the link itself\n"
+	"                    (default: write the file it points to)\n"
+	"  -p, --mkdir       create missing parent directories\n"
+	"  -s, --no-sync     atomic but not durable (skip every fsync)\n"
+	"  -h, --help        this text\n"
+	"\n"
+	"On failure or on SIGINT, SIGTERM, SIGHUP or SIGPIPE while reading,\n"
+	"FILE is unchanged and no staging file remains.\n"
+	"Exit status: 0 written, 1 failed, 2 usage error.\n";
+
+struct write_args {
+	const char *file;
+	struct fsafe_write_opts opts;
+	bool help;
+};
+
+/*
+ * Octal, at most 07777. 0 is refused: the library reads a mode of 0 as
+ * "the default" (0666), so --mode 0 could not mean what it says.
+ */
+static int parse_mode(const char *s, mode_t *mode)
+{
+	mode_t m = 0;
+
+	if (!*s)
+		return -1;
+	for (; *s; s++) {
+		if (*s < '0' || *s > '7')
+			return -1;
+		m = m * 8 + (mode_t)(*s - '0');
+		if (m > 07777)
+			return -1;
+	}
+	if (m == 0)
+		return -1;
+	*mode = m;
+	return 0;
+}
+
+static int parse_args(int argc, char **argv, struct write_args *a)
+{
+	static const struct option longopts[] = {
+		{ "mode", required_argument, NULL, 'm' },
+		{ "create-only", no_argument, NULL, 'c' },
+		{ "no-follow", no_argument, NULL, 'n' },
+		{ "mkdir", no_argument, NULL, 'p' },
+		{ "no-sync", no_argument, NULL, 's' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	int c;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":m:cnpsh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'm':
+			if (parse_mode(optarg, &a->opts.mode) < 0)
+				return cli_usage_error("write",
+				        "--mode takes an octal mode from 1 "
+				        "to 7777", usage);
+			break;
+		case 'c': a->opts.flags |= FSAFE_CREATE_ONLY; break;
+		case 'n': a->opts.flags |= FSAFE_NO_FOLLOW; break;
+		case 'p': a->opts.flags |= FSAFE_MKDIR; break;
+		case 's': a->opts.flags |= FSAFE_NO_SYNC; break;
+		case 'h': a->help = true; return CLI_OK;
+		default: return cli_bad_option("write", argv, c, usage);
+		}
+	}
+	if (argc - optind != 1)
+		return cli_usage_error("write", argc == optind
+		        ? "FILE is missing" : "only one FILE", usage);
+	a->file = argv[optind];
+	return CLI_OK;
+}
+
+/* One line naming the file, the failed step, and what became of FILE. */
+static int report(const char *file, int r, const struct fsafe_error *e,
+                  unsigned flags)
+{
+	const char *why = fsafe_strerror(e->sys_errno ? -e->sys_errno : r);
+
+	if (r == -EEXIST && (flags & FSAFE_CREATE_ONLY))
+		cli_warn("write %s: %s exists; %s unchanged", file, file, file);
+	else if (r == FSAFE_ENOTDURABLE || e->published)
+		cli_warn("write %s: %s: %s; %s published, but durability "
+		         "unknown", file, e->step ? e->step : "sync", why,
+		         file);
+	else if (e->step)
+		cli_warn("write %s: %s: %s; %s unchanged", file, e->step, why,
+		         file);
+	else
+		cli_warn("write %s: %s; %s unchanged", file, why, file);
+	return CLI_FAIL;
+}
+
+/* Waits for input while letting our signals through; -EINTR if one came. */
+static int wait_input(const sigset_t *waitmask)
+{
+	struct pollfd p = { .fd = STDIN_FILENO, .events = POLLIN };
+
+	while (ppoll(&p, 1, NULL, waitmask) < 0) {
+		if (errno != EINTR)
+			return -errno;
+		if (cli_signal_caught())
+			return -EINTR;
+	}
+	return 0;
+}
+
+/* A chunk of standard input: its length, 0 at the end, or -errno. */
+static ssize_t read_input(void *buf, size_t len, const sigset_t *waitmask)
+{
+	ssize_t n;
+	int r = wait_input(waitmask);
+
+	if (r < 0)
+		return r;
+	do
+		n = read(STDIN_FILENO, buf, len);
+	while (n < 0 && errno == EINTR && !cli_signal_caught());
+	return n < 0 ? -errno : n;
+}
+
+/*
+ * Copies standard input into the writer. 0 at the end of input; otherwise
+ * the writer is gone and the return value is the exit status.
+ */
+static int copy_input(fsafe_writer *w, const struct write_args *a,
+                      const sigset_t *waitmask)
+{
+	static char buf[CHUNK];
+	struct fsafe_error *e = a->opts.error;
+	ssize_t n;
+
+	while ((n = read_input(buf, sizeof(buf), waitmask)) > 0) {
+		if (fsafe_writer_write(w, buf, (size_t)n) < 0)
+			/* The writer keeps the error; commit reports it with
+			   its step and publishes nothing. */
+			return report(a->file, fsafe_writer_commit(w), e,
+			              a->opts.flags);
+	}
+	if (n == 0)
+		return 0;
+	fsafe_writer_abort(w);
+	if (cli_signal_caught())
+		return cli_signal_reraise();
+	cli_warn("write %s: reading standard input: %s; %s unchanged", a->file,
+	         strerror((int)-n), a->file);
+	return CLI_FAIL;
+}
+
+static int run(struct write_args *a)
+{
+	struct fsafe_error e = { 0 };
+	sigset_t waitmask;
+	fsafe_writer *w;
+	int r;
+
+	a->opts.error = &e;
+	if ((r = cli_signal_catch(NULL)) < 0 ||
+	    (r = cli_signal_block(&waitmask)) < 0) {
+		cli_warn("write %s: signal handlers: %s; %s unchanged", a->file,
+		         strerror(-r), a->file);
+		return CLI_FAIL;
+	}
+	if ((r = fsafe_writer_open(AT_FDCWD, a->file, &a->opts, &w)) < 0)
+		return report(a->file, r, &e, a->opts.flags);
+	if ((r = copy_input(w, a, &waitmask)) != 0)
+		return r;
+	/* The last chance to back out; from here on the commit runs to its
+	   end and any signal stays pending until we exit. */
+	cli_signal_deliver_pending();
+	if (cli_signal_caught()) {
+		fsafe_writer_abort(w);
+		return cli_signal_reraise();
+	}
+	if ((r = fsafe_writer_commit(w)) < 0)
+		return report(a->file, r, &e, a->opts.flags);
+	return CLI_OK;
+}
+
+int cmd_write(int argc, char **argv)
+{
+	struct write_args a = { .opts = FSAFE_WRITE_OPTS_INIT };
+	int r = parse_args(argc, argv, &a);
+
+	if (r != CLI_OK)
+		return r;
+	if (a.help) {
+		fputs(usage, stdout);
+		fputs(help, stdout);
+		return cli_flush_stdout("write") ? CLI_OK : CLI_FAIL;
+	}
+	return run(&a);
+}
