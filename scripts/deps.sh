@@ -1,0 +1,21 @@
+# Sourced by the README's commands: install what a fresh Debian 12 machine
+# lacks, when we may (root). Each package is asked for only if missing.
+fsafe_need() {
+	local missing=()
+	for pkg in "$@"; do
+		dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null |
+			grep -q "install ok installed" || missing+=("$pkg")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "fsafe: missing Debian packages: ${missing[*]} (run as root to install them)" >&2
+		return 1
+	fi
+	echo "fsafe: installing ${missing[*]}" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq >/dev/null && apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+FSAFE_BUILD_DEPS=(cmake make gcc pkg-config scdoc)
+FSAFE_TEST_DEPS=(clang libclang-rt-14-dev libcmocka-dev bats strace
+                 e2fsprogs xfsprogs util-linux)
