@@ -106,6 +106,7 @@ const struct fsafe_sys fsafe__sys_default = {
 
 #ifdef FSAFE_TESTING
 const struct fsafe_sys *volatile fsafe__sys_current = &fsafe__sys_default;
+volatile unsigned fsafe__test_break;
 
 const struct fsafe_sys *fsafe__sys_swap(const struct fsafe_sys *table)
 {

@@ -66,8 +66,21 @@ extern const struct fsafe_sys fsafe__sys_default;
 extern const struct fsafe_sys *volatile fsafe__sys_current;
 #define SYS fsafe__sys_current
 const struct fsafe_sys *fsafe__sys_swap(const struct fsafe_sys *table);
+
+/*
+ * Test builds only: remove one safety step at a time, so the power-loss
+ * tests can show that they catch its absence. Never in a production build.
+ */
+enum {
+	FSAFE__BREAK_DIR_SYNC = 1 << 0,  /* no directory fsync after publish */
+	FSAFE__BREAK_DATA_SYNC = 1 << 1, /* no data sync before publish */
+	FSAFE__BREAK_EXCL = 1 << 2,      /* stage without O_EXCL */
+};
+extern volatile unsigned fsafe__test_break;
+#define FSAFE__BROKEN(step) (fsafe__test_break & (step))
 #else
 #define SYS (&fsafe__sys_default)
+#define FSAFE__BROKEN(step) 0
 #endif
 
 /* Conventions over the table: 0 / non-negative or a negative errno. */
