@@ -1,0 +1,99 @@
+/*
+ * Shared by the crash tests: the write variants under test, their
+ * fixtures, and an inspector that says what a directory holds after a
+ * write was killed or failed.
+ *
+ * Every variant writes NEW (CU_NEW_LEN bytes) over OLD (CU_OLD_LEN bytes)
+ * or into a place with no file. The two differ in length and in every
+ * byte pattern, so a mix or a truncation never passes for either.
+ */
+#ifndef FSAFE_CRASHUTIL_H
+#define FSAFE_CRASHUTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "fsafe.h"
+
+enum cu_layout {
+	CU_PLAIN,   /* "target" directly in the case directory */
+	CU_MKDIR,   /* "a/b/target", with a and b not existing yet */
+	CU_SYMLINK, /* "link" -> "real"; "real" holds OLD */
+};
+
+struct cu_variant {
+	const char *name;
+	unsigned flags;     /* FSAFE_* write flags */
+	bool old;           /* the target holds OLD before the write */
+	bool managed;       /* fsafe_writer_* in chunks, not fsafe_write_fileat */
+	enum cu_layout layout;
+};
+
+extern const struct cu_variant cu_variants[];
+extern const size_t cu_nvariants;
+
+#define CU_OLD_LEN 5000
+#define CU_NEW_LEN 7000
+#define CU_OLD_MODE 0640
+extern unsigned char cu_old[CU_OLD_LEN];
+extern unsigned char cu_new[CU_NEW_LEN];
+
+/* Fill OLD and NEW, and fix the umask the mode checks assume. */
+void cu_init(void);
+
+/* Make `path` an empty directory (removing whatever was there), put the
+   variant's fixture in it, and return an fd on it. */
+int cu_prepare(const struct cu_variant *v, const char *path);
+
+/* Content written by cu_write() into a fresh variant's directory. */
+#define CU_EMISMATCH (-100000) /* a managed write's error was not the one
+                                  commit reported */
+int cu_write(const struct cu_variant *v, int dirfd, struct fsafe_error *err);
+
+enum cu_content { CU_ABSENT, CU_OLD, CU_NEW, CU_OTHER };
+const char *cu_content_name(enum cu_content c);
+
+/* What the target held before the write: OLD, or nothing. */
+static inline enum cu_content cu_before(const struct cu_variant *v)
+{
+	return v->old ? CU_OLD : CU_ABSENT;
+}
+
+#define CU_MAX_STAGING 8
+
+struct cu_state {
+	enum cu_content content;  /* what a reader of the target path sees */
+	const char *problem;      /* NULL, or anything else found wrong */
+	int nstaging;             /* staging names beside the target */
+	char staging[CU_MAX_STAGING][FSAFE_STAGING_NAME_LEN + 1];
+	const char *stagedir;     /* directory they are in, relative */
+	char buf[512];
+};
+
+/* Look at the case directory: the target, the names beside it, modes. */
+void cu_observe(const struct cu_variant *v, int dirfd, struct cu_state *s);
+
+/* Run fsafe_sweep(older_than 0) where the staging names are and check it
+   removed exactly the ones in `s` and that nothing else changed. NULL when
+   all is well, else a description. */
+const char *cu_sweep_check(const struct cu_variant *v, int dirfd,
+                           const struct cu_state *s, char *buf, size_t len);
+
+/* The calls of one full write without faults, as the fault layer names
+   them. */
+#define CU_MAX_CALLS 256
+struct cu_trace {
+	int calls;
+	const char *name[CU_MAX_CALLS + 1]; /* 1-based */
+	int publish;  /* the call that makes NEW visible (rename or link) */
+};
+
+/* Count a clean write in `scratch`/count; fails the test if it is not
+   clean. */
+void cu_count(const struct cu_variant *v, const char *scratch,
+              struct cu_trace *t);
+
+/* Text of the trace ("openat fstatat ..."), for the test log. */
+const char *cu_trace_text(const struct cu_trace *t, char *buf, size_t len);
+
+#endif
