@@ -1,0 +1,221 @@
+/*
+ * Sweep around crashes: a staging file that a live writer holds is never
+ * removed, however old its mtime says it is; the moment that writer dies
+ * (SIGKILL, so no cleanup of its own runs) the same file is fair game.
+ *
+ * The writer lives in a child process that parks on a pipe while it holds
+ * its stage, so the parent sweeps while the holder is provably alive.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "crashutil.h"
+#include "fault.h"
+#include "testutil.h"
+
+/* 2000-01-01: older than any older_than a caller could mean. */
+static const struct timespec long_ago[2] = { { 946684800, 0 },
+                                             { 946684800, 0 } };
+
+static int ready_w = -1, hold_r = -1;
+
+/* Tell the parent the stage is held, then wait to be killed. */
+static void park(void)
+{
+	char c = 'r';
+
+	if (write(ready_w, &c, 1) != 1)
+		_exit(3);
+	/* The parent never writes: read() returns only if it dies, and
+	   then there is nobody to test for. */
+	while (read(hold_r, &c, 1) < 0 && errno == EINTR)
+		;
+	_exit(4);
+}
+
+static void park_hook(int call, const char *name)
+{
+	(void)call;
+	if (strcmp(name, "fdatasync") != 0)
+		_exit(5); /* the call sequence changed under the test */
+	park();
+}
+
+enum holder {
+	OPEN_NAMED,      /* fsafe_writer_open with a named stage, mid-write */
+	COMMIT_TMPFILE,  /* O_TMPFILE stage, linked, parked at the data sync */
+};
+
+/* Fork a writer that holds its stage; *hold is the pipe end that keeps
+   it parked, for the caller to close once the child is reaped. */
+static pid_t start_holder(enum holder how, int dirfd, int sync_call,
+                          int *hold_w)
+{
+	int ready[2], hold[2];
+	char c;
+
+	if (pipe2(ready, O_CLOEXEC) < 0 || pipe2(hold, O_CLOEXEC) < 0)
+		fail_msg("pipe: %s", strerror(errno));
+	pid_t pid = fork();
+	if (pid < 0)
+		fail_msg("fork: %s", strerror(errno));
+	if (pid == 0) {
+		struct fsafe_write_opts o = FSAFE_WRITE_OPTS_INIT;
+		fsafe_writer *w;
+
+		close(ready[0]);
+		close(hold[1]);
+		ready_w = ready[1];
+		hold_r = hold[0];
+		if (how == OPEN_NAMED) {
+			o.flags = FSAFE_NO_TMPFILE;
+			if (fsafe_writer_open(dirfd, "target", &o, &w) < 0 ||
+			    fsafe_writer_write(w, cu_new, CU_NEW_LEN / 2) < 0)
+				_exit(2);
+			park();
+		}
+		fault_install(&(struct fault_plan){ .at = sync_call,
+		                                    .kind = FAULT_HOOK,
+		                                    .hook = park_hook });
+		fsafe_write_fileat(dirfd, "target", cu_new, CU_NEW_LEN, &o);
+		_exit(6); /* the hook did not park */
+	}
+	close(ready[1]);
+	close(hold[0]);
+	if (read(ready[0], &c, 1) != 1)
+		fail_msg("the holder died before holding its stage");
+	close(ready[0]);
+	*hold_w = hold[1];
+	return pid;
+}
+
+/* The one staging name in the directory (fails if not exactly one). */
+static void only_staging(const char *dir, char *out)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+
+	assert_non_null(d);
+	while ((e = readdir(d)))
+		if (fsafe_is_staging_name(e->d_name) && n++ == 0)
+			strcpy(out, e->d_name);
+	closedir(d);
+	if (n != 1)
+		fail_msg("%d staging files, expected the holder's one", n);
+}
+
+/* A stage nobody holds, made to look abandoned long ago. */
+static void plant_abandoned(int dirfd, const char *name)
+{
+	int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+	                0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "x", 1), 1);
+	assert_int_equal(futimens(fd, long_ago), 0);
+	close(fd);
+}
+
+static int sweep(int dirfd, unsigned flags, char *first)
+{
+	fsafe_sweep_result *res;
+	int r = fsafe_sweep(dirfd, ".", 0, flags, NULL, &res);
+
+	first[0] = '\0';
+	if (fsafe_sweep_result_count(res))
+		strcpy(first, fsafe_sweep_result_name(res, 0));
+	fsafe_sweep_result_free(res);
+	return r;
+}
+
+static void held_until_killed(enum holder how)
+{
+	static const char stray[] = ".fsafe-00000000000000000000abcd.tmp";
+	char *dir = tu_mkscratch();
+	char held[FSAFE_STAGING_NAME_LEN + 1], got[FSAFE_STAGING_NAME_LEN + 1];
+	struct cu_trace t;
+	struct stat st;
+	int status, hold, sync_call = 0;
+
+	cu_count(&cu_variants[0], dir, &t); /* "replace", O_TMPFILE */
+	for (int k = 1; k <= t.calls && !sync_call; k++)
+		if (!strcmp(t.name[k], "fdatasync"))
+			sync_call = k;
+	assert_true(sync_call > 0);
+
+	int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_true(dirfd >= 0);
+	tu_put(dir, "target", cu_old, CU_OLD_LEN);
+	pid_t pid = start_holder(how, dirfd, sync_call, &hold);
+
+	only_staging(dir, held);
+	assert_int_equal(utimensat(dirfd, held, long_ago,
+	                           AT_SYMLINK_NOFOLLOW), 0);
+	plant_abandoned(dirfd, stray);
+
+	/* Both look abandoned by name and age; only the lock tells them
+	   apart. The unheld one going proves the sweep did look. */
+	assert_int_equal(sweep(dirfd, FSAFE_SWEEP_DRY_RUN, got), 1);
+	assert_string_equal(got, stray);
+	assert_int_equal(sweep(dirfd, 0, got), 1);
+	assert_string_equal(got, stray);
+	assert_int_equal(fstatat(dirfd, held, &st, AT_SYMLINK_NOFOLLOW), 0);
+	assert_int_equal(st.st_mtim.tv_sec, long_ago[1].tv_sec);
+	assert_int_equal(sweep(dirfd, 0, got), 0);
+	assert_int_equal(fstatat(dirfd, held, &st, AT_SYMLINK_NOFOLLOW), 0);
+
+	assert_int_equal(kill(pid, SIGKILL), 0);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL)
+		fail_msg("holder ended with status %#x, not by our SIGKILL",
+		         status);
+	close(hold);
+
+	/* The dead writer's lock went with its descriptors. */
+	assert_int_equal(sweep(dirfd, 0, got), 1);
+	assert_string_equal(got, held);
+	assert_true(tu_equals(dir, "target", cu_old, CU_OLD_LEN));
+	assert_int_equal(tu_count_entries(dir), 1);
+
+	close(dirfd);
+	tu_rmtree(dir);
+	free(dir);
+}
+
+static void open_writer_holds_its_stage(void **state)
+{
+	(void)state;
+	held_until_killed(OPEN_NAMED);
+}
+
+static void committing_writer_holds_its_stage(void **state)
+{
+	(void)state;
+	held_until_killed(COMMIT_TMPFILE);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(open_writer_holds_its_stage),
+		cmocka_unit_test(committing_writer_holds_its_stage),
+	};
+
+	cu_init();
+	return cmocka_run_group_tests_name("crash_sweep", tests, NULL, NULL);
+}
