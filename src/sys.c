@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -102,6 +103,7 @@ const struct fsafe_sys fsafe__sys_default = {
 	.getrandom = sys_getrandom,
 	.ioctl = sys_ioctl,
 	.kill = kill,
+	.flock = flock,
 };
 
 #ifdef FSAFE_TESTING

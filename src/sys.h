@@ -57,6 +57,8 @@ struct fsafe_sys {
 	ssize_t (*getrandom)(void *buf, size_t len, unsigned flags);
 	int (*ioctl)(int fd, unsigned long req, void *arg);
 	int (*kill)(pid_t pid, int sig);
+	/* flock(2): the lock module's guard against a live holder. */
+	int (*flock)(int fd, int op);
 };
 
 extern const struct fsafe_sys fsafe__sys_default;

@@ -94,6 +94,7 @@ static ssize_t w_getdents(int fd, void *b, size_t n) { FAIL_OR(getdents, real->g
 static ssize_t w_getrandom(void *b, size_t n, unsigned f) { FAIL_OR(getrandom, real->getrandom(b, n, f)); }
 static int w_ioctl(int fd, unsigned long r, void *a) { FAIL_OR(ioctl, real->ioctl(fd, r, a)); }
 static int w_kill(pid_t p, int s) { FAIL_OR(kill, real->kill(p, s)); }
+static int w_flock(int fd, int op) { FAIL_OR(flock, real->flock(fd, op)); }
 
 /* Linux frees the descriptor whatever close() returns, so a failed close
    still closes: the library must never retry it. */
@@ -117,7 +118,7 @@ static const struct fsafe_sys wrapped = {
 	.fstat = w_fstat, .fstatfs = w_fstatfs, .readlinkat = w_readlinkat,
 	.fchmod = w_fchmod, .fchown = w_fchown, .fcntl_lock = w_fcntl_lock,
 	.getdents = w_getdents, .close = w_close, .getrandom = w_getrandom,
-	.ioctl = w_ioctl, .kill = w_kill,
+	.ioctl = w_ioctl, .kill = w_kill, .flock = w_flock,
 };
 
 void fault_install(const struct fault_plan *p)
