@@ -279,6 +279,30 @@ ok "built, loads $libdir/$so_major, wrote $out/pc/file.txt"
 unset LD_LIBRARY_PATH
 
 # ---------------------------------------------------------------------------
+step "consumer via pkg-config --static (libfsafe.a)"
+# libfsafe.a itself, then everything `pkg-config --static` says it needs
+# (Libs.private, Requires.private): proves the .pc lists the static
+# library's own dependencies.
+pc_static=$(pkg-config --static --libs fsafe) ||
+	fail "pkg-config --static --libs fsafe failed (a Requires.private package missing?)"
+static_deps=()
+for w in $pc_static; do
+	case $w in -L"$libdir" | -lfsafe) ;; *) static_deps+=("$w") ;; esac
+done
+run "$tmp/consumer-pc-static.log" "linking the consumer statically with 'pkg-config --static --libs fsafe' ($(echo $pc_static)) failed" \
+	"$cc" -std=c17 -Wall -Wextra -Werror -o "$tmp/consumer_pc_static" \
+	"$here/consumer/consumer.c" $pc_cflags "$libdir/libfsafe.a" "${static_deps[@]}"
+if readelf -d "$tmp/consumer_pc_static" | grep "(NEEDED).*libfsafe" >/dev/null; then
+	fail "the statically linked consumer still depends on the shared libfsafe"
+fi
+text="written through pkg-config, static"
+mkdir -p "$out/pc-static"
+run "$tmp/run-pc-static.log" "the statically linked pkg-config consumer failed" \
+	"$tmp/consumer_pc_static" "$out/pc-static/file.txt" "$text"
+check_written "$out/pc-static/file.txt" "$text"
+ok "linked with libfsafe.a + '$(echo "${static_deps[@]}")', wrote $out/pc-static/file.txt"
+
+# ---------------------------------------------------------------------------
 step "consumer via find_package(fsafe) (shared and static)"
 run "$tmp/consumer-cmake-configure.log" "configuring the CMake consumer failed" \
 	"$cmake" -S "$here/consumer" -B "$tmp/consumer-build" "${gen_args[@]}" \
