@@ -1,0 +1,265 @@
+/*
+ * Group commit: many atomic writes, few device flushes.
+ *
+ * Items go through the writer's own steps, a window at a time (so open
+ * descriptors stay bounded): stage and write each, sync all their data at
+ * once, publish each. Directory syncs are deferred to the end, one per
+ * distinct directory. A failure is confined to its own item: the writer
+ * steps are sticky per writer, and a failed directory sync marks only the
+ * items published into that directory as FSAFE_ENOTDURABLE.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "error.h"
+#include "fsafe.h"
+#include "fsafe/batch.h"
+#include "syncmany.h"
+#include "sys.h"
+#include "writer.h"
+
+#define DEFAULT_INFLIGHT 128
+#define NO_DIR ((size_t)-1)
+
+struct item {
+	int dirfd;
+	char *path;          /* NULL for an added writer */
+	const void *buf;
+	size_t len;
+	struct fsafe__wopts o;
+	fsafe_writer *w;
+	struct fsafe_error *error;
+	size_t dir;          /* index into dirs awaiting a sync, or NO_DIR */
+	int result;
+};
+
+struct dir {
+	dev_t dev;
+	ino_t ino;
+	int fd;
+};
+
+struct fsafe_batch {
+	unsigned flags, inflight;
+	bool committed;
+	struct item *items;
+	size_t n, cap;
+	struct dir *dirs;
+	size_t ndirs, dcap;
+};
+
+int fsafe_batch_new(const struct fsafe_batch_opts *opts, fsafe_batch **out)
+{
+	struct fsafe_batch_opts in = { 0 };
+
+	*out = NULL;
+	if (opts) {
+		size_t n = opts->size ? opts->size : sizeof(in);
+		memcpy(&in, opts, n < sizeof(in) ? n : sizeof(in));
+	}
+	if (in.flags & ~(unsigned)FSAFE_BATCH_NO_URING)
+		return -EINVAL;
+	fsafe_batch *b = calloc(1, sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	b->flags = in.flags;
+	b->inflight = in.max_inflight ? in.max_inflight : DEFAULT_INFLIGHT;
+	*out = b;
+	return 0;
+}
+
+static bool grow(void **arr, size_t *cap, size_t n, size_t size)
+{
+	if (n < *cap)
+		return true;
+	size_t c = *cap ? 2 * *cap : 16;
+	void *p = realloc(*arr, c * size);
+	if (!p)
+		return false;
+	*arr = p;
+	*cap = c;
+	return true;
+}
+
+static int add_item(fsafe_batch *b, const struct item *it)
+{
+	if (b->committed)
+		return -EALREADY;
+	if (!grow((void **)&b->items, &b->cap, b->n, sizeof(*it)))
+		return -ENOMEM;
+	b->items[b->n] = *it;
+	return (int)b->n++;
+}
+
+int fsafe_batch_add(fsafe_batch *b, int dirfd, const char *path,
+                    const void *buf, size_t len,
+                    const struct fsafe_write_opts *opts)
+{
+	struct item it = { .dirfd = dirfd, .buf = buf, .len = len,
+	                   .dir = NO_DIR };
+	int r = fsafe__wopts_load(&it.o, opts);
+
+	if (r < 0)
+		return r;
+	if (!path)
+		return -EINVAL;
+	if (!(it.path = strdup(path)))
+		return -ENOMEM;
+	it.error = it.o.error;
+	if ((r = add_item(b, &it)) < 0)
+		free(it.path);
+	return r;
+}
+
+int fsafe_batch_add_writer(fsafe_batch *b, fsafe_writer *w)
+{
+	struct item it = { .w = w, .dir = NO_DIR,
+	                   .error = fsafe__writer_error_out(w) };
+	int r = add_item(b, &it);
+
+	if (r < 0)
+		fsafe_writer_abort(w);
+	return r;
+}
+
+/* Stage and fill an item's writer, and give its stage a name. */
+static void stage(struct item *it)
+{
+	if (!it->w) {
+		it->result = fsafe__writer_open(it->dirfd, it->path, &it->o, &it->w);
+		if (it->result < 0)
+			return;
+		fsafe_writer_write(it->w, it->buf, it->len);
+	}
+	fsafe__writer_defer_dir_sync(it->w, true);
+	fsafe__writer_link(it->w);
+}
+
+static void sync_data(fsafe_batch *b, struct item *items, size_t k)
+{
+	int *fds = malloc(k * sizeof(int)), *errs = malloc(k * sizeof(int));
+
+	if (!fds || !errs) {
+		/* Out of memory: sync one by one rather than fail the items. */
+		for (size_t i = 0; i < k; i++)
+			if (items[i].w)
+				fsafe__writer_sync_data(items[i].w);
+	} else {
+		for (size_t i = 0; i < k; i++)
+			fds[i] = items[i].w ? fsafe__writer_data_fd(items[i].w) : -1;
+		fsafe__sync_many(fds, k, errs, b->flags & FSAFE_BATCH_NO_URING);
+		for (size_t i = 0; i < k; i++)
+			if (errs[i] < 0)
+				fsafe__writer_fail(items[i].w, errs[i], "fsync");
+	}
+	free(fds);
+	free(errs);
+}
+
+/* The index of dirfd's directory among those awaiting a sync. */
+static size_t dir_register(fsafe_batch *b, int dirfd)
+{
+	struct stat st;
+
+	if (fsafe__fstat(dirfd, &st) < 0)
+		return NO_DIR;
+	for (size_t i = 0; i < b->ndirs; i++)
+		if (b->dirs[i].dev == st.st_dev && b->dirs[i].ino == st.st_ino)
+			return i;
+	if (!grow((void **)&b->dirs, &b->dcap, b->ndirs, sizeof(*b->dirs)))
+		return NO_DIR;
+	int fd = fsafe__open_dir(dirfd, ".");
+	if (fd < 0)
+		return NO_DIR;
+	b->dirs[b->ndirs] = (struct dir){ st.st_dev, st.st_ino, fd };
+	return b->ndirs++;
+}
+
+static void publish(fsafe_batch *b, struct item *it)
+{
+	if (!it->w)
+		return;
+	fsafe__writer_publish(it->w);
+	if (fsafe__writer_needs_dir_sync(it->w) &&
+	    (it->dir = dir_register(b, fsafe__writer_dir_fd(it->w))) == NO_DIR) {
+		/* Could not share the sync: this one syncs its own. */
+		fsafe__writer_defer_dir_sync(it->w, false);
+		fsafe__writer_sync_dir(it->w);
+	}
+	it->result = fsafe__writer_finish(it->w);
+	it->w = NULL;
+}
+
+static void commit_window(fsafe_batch *b, struct item *items, size_t k)
+{
+	for (size_t i = 0; i < k; i++)
+		stage(&items[i]);
+	sync_data(b, items, k);
+	for (size_t i = 0; i < k; i++)
+		publish(b, &items[i]);
+}
+
+static void sync_dirs(fsafe_batch *b)
+{
+	for (size_t d = 0; d < b->ndirs; d++) {
+		int r = fsafe__fsync(b->dirs[d].fd);
+		b->dirs[d].fd = fsafe__close(b->dirs[d].fd);
+		if (r == 0)
+			continue;
+		for (size_t i = 0; i < b->n; i++) {
+			struct item *it = &b->items[i];
+			if (it->dir != d || it->result < 0)
+				continue;
+			it->result = FSAFE_ENOTDURABLE;
+			fsafe__error_set(it->error, FSAFE_ENOTDURABLE, -r,
+			                 "fsync directory", true);
+		}
+	}
+}
+
+int fsafe_batch_commit(fsafe_batch *b)
+{
+	if (b->committed)
+		return -EALREADY;
+	b->committed = true;
+	for (size_t off = 0; off < b->n; off += b->inflight) {
+		size_t k = b->n - off < b->inflight ? b->n - off : b->inflight;
+		commit_window(b, b->items + off, k);
+	}
+	sync_dirs(b);
+	int failed = 0;
+	for (size_t i = 0; i < b->n; i++)
+		failed += b->items[i].result < 0;
+	return failed;
+}
+
+size_t fsafe_batch_count(const fsafe_batch *b)
+{
+	return b->n;
+}
+
+int fsafe_batch_result(const fsafe_batch *b, size_t i)
+{
+	if (i >= b->n)
+		return -ENOENT;
+	return b->committed ? b->items[i].result : -EAGAIN;
+}
+
+void fsafe_batch_free(fsafe_batch *b)
+{
+	if (!b)
+		return;
+	for (size_t i = 0; i < b->n; i++) {
+		fsafe_writer_abort(b->items[i].w);
+		free(b->items[i].path);
+	}
+	for (size_t d = 0; d < b->ndirs; d++)
+		if (b->dirs[d].fd >= 0)
+			fsafe__close(b->dirs[d].fd);
+	free(b->items);
+	free(b->dirs);
+	free(b);
+}
