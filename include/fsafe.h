@@ -221,5 +221,6 @@ FSAFE_API void fsafe_sweep_result_free(fsafe_sweep_result *r);
 #endif
 
 /* The modules built on the core, one header each. */
+#include "fsafe/root.h"
 
 #endif /* FSAFE_H */

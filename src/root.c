@@ -1,0 +1,493 @@
+/*
+ * Contained writes: every operation resolves its path beneath the root
+ * (resolve.c) to a parent directory fd and a base name, and then works
+ * only relative to that fd. Writes go through the one writer path
+ * (fsafe__writer_open_target), whose stage and publish both happen in
+ * that fd.
+ */
+#define _GNU_SOURCE
+#include "fsafe/root.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+
+#include "error.h"
+#include "resolve.h"
+#include "sys.h"
+#include "target.h"
+#include "writer.h"
+
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#endif
+
+#define PROC_SUPER_MAGIC 0x9fa0
+
+#define ROOT_FLAGS \
+	(FSAFE_ROOT_IN_ROOT_SYMLINKS | FSAFE_ROOT_NO_XDEV | FSAFE_ROOT_NO_OPENAT2)
+
+struct fsafe_root {
+	struct fsafe__resolver res;
+	struct fsafe_error last;
+	char component[NAME_MAX + 1];
+};
+
+/* What the last call on the root left for fsafe_root_last_error. */
+static int note(fsafe_root *root, int r, const struct fsafe__rerr *e)
+{
+	root->last = (struct fsafe_error){
+		.code = r,
+		.sys_errno = r < 0 ? -r : 0,
+		.step = r < 0 ? e->step : NULL,
+	};
+	strcpy(root->component, r < 0 ? e->component : "");
+	return r;
+}
+
+static int note_step(fsafe_root *root, int r, const char *step,
+                     const char *comp)
+{
+	struct fsafe__rerr e;
+
+	fsafe__rerr_set(&e, step, comp, strlen(comp));
+	return note(root, r, &e);
+}
+
+static bool in_root_links(const fsafe_root *root)
+{
+	return root->res.flags & FSAFE_ROOT_IN_ROOT_SYMLINKS;
+}
+
+int fsafe_root_openat(int dirfd, const char *path, unsigned flags,
+                      fsafe_root **out)
+{
+	fsafe_root *root;
+	int fd, r;
+
+	*out = NULL;
+	if (flags & ~(unsigned)ROOT_FLAGS)
+		return -EINVAL;
+	if (!path || !*path)
+		return -EINVAL;
+	if (!(root = calloc(1, sizeof(*root))))
+		return -ENOMEM;
+	if ((fd = fsafe__open_dir(dirfd, path)) < 0) {
+		free(root);
+		return fd;
+	}
+	if ((r = fsafe__resolver_init(&root->res, fd, flags)) < 0) {
+		fsafe__close(fd);
+		free(root);
+		return r;
+	}
+	*out = root;
+	return 0;
+}
+
+int fsafe_root_open(const char *path, unsigned flags, fsafe_root **out)
+{
+	return fsafe_root_openat(AT_FDCWD, path, flags, out);
+}
+
+void fsafe_root_close(fsafe_root *root)
+{
+	if (!root)
+		return;
+	fsafe__close(root->res.rootfd);
+	free(root);
+}
+
+const char *fsafe_root_last_error(const fsafe_root *root,
+                                  struct fsafe_error *detail)
+{
+	if (detail)
+		*detail = root->last;
+	return root->component;
+}
+
+int fsafe_root_check_path(const char *path, size_t len)
+{
+	struct fsafe__rpath *p = malloc(sizeof(*p));
+	struct fsafe__rerr e;
+
+	if (!p)
+		return -ENOMEM;
+	int r = fsafe__rpath_parse(p, path, len, false, &e);
+	free(p);
+	return r;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Targets: (parent fd, name)                                                */
+/* ------------------------------------------------------------------------ */
+
+struct how {
+	bool follow;   /* a link at the target: follow it (policy allowing) */
+	bool mkdir;
+	bool nosync;
+};
+
+/* A link on procfs may be a magic link; its text is not where it leads. */
+static int refuse_magic(int dirfd, const char *name, struct fsafe__rerr *e)
+{
+	struct statfs sf;
+
+	if (SYS->fstatfs(dirfd, &sf) < 0) {
+		fsafe__rerr_set(e, "statfs", name, strlen(name));
+		return -errno;
+	}
+	if (sf.f_type != PROC_SUPER_MAGIC)
+		return 0;
+	fsafe__rerr_set(e, "magic link refused", name, strlen(name));
+	return -ELOOP;
+}
+
+/*
+ * A link at the target, in the in-root policy: the path it leads to,
+ * parsed (as if the root were "/") into *p in place of the old one.
+ */
+static int follow_link(struct fsafe__target *t, struct fsafe__rpath *p,
+                       struct fsafe__rerr *e)
+{
+	char link[PATH_MAX], path[PATH_MAX];
+	int r = refuse_magic(t->dirfd, t->name, e);
+
+	if (r < 0)
+		return r;
+	ssize_t n = SYS->readlinkat(t->dirfd, t->name, link, sizeof(link));
+	if (n < 0 || (size_t)n >= sizeof(link)) {
+		fsafe__rerr_set(e, "readlink", t->name, strlen(t->name));
+		return n < 0 ? -errno : -ENAMETOOLONG;
+	}
+	link[n] = '\0';
+	if (link[0] == '/') {
+		strcpy(path, link);
+	} else {
+		if ((r = fsafe__rpath_join(p, p->n - 1, path)) < 0)
+			return r;
+		if (strlen(path) + 1 + strlen(link) >= sizeof(path))
+			return -ENAMETOOLONG;
+		strcat(strcat(path, "/"), link);
+	}
+	return fsafe__rpath_parse(p, path, strlen(path), true, e);
+}
+
+static int open_parent(const fsafe_root *root, const struct fsafe__rpath *p,
+                       const struct how *h, mode_t dmode,
+                       struct fsafe__rerr *e)
+{
+	if (h->mkdir)
+		return fsafe__resolve_dir_mkdir(&root->res, p, p->n - 1, dmode,
+		                                h->nosync, e);
+	return fsafe__resolve_dir(&root->res, p, p->n - 1, e);
+}
+
+/* One resolution of *p: 0 done, 1 a link to follow, or a negative errno. */
+static int target_once(const fsafe_root *root, const struct fsafe__rpath *p,
+                       const struct how *h, bool derived,
+                       struct fsafe__target *t, struct fsafe__rerr *e)
+{
+	const char *step;
+	int r;
+
+	if (p->dir || p->n == 0) {
+		fsafe__rerr_set(e, "not a name", "", 0);
+		/* A link that leads to a directory names one. */
+		return derived ? -EISDIR : -EINVAL;
+	}
+	const char *name = p->comp[p->n - 1];
+	if ((t->dirfd = open_parent(root, p, h, 0777, e)) < 0)
+		return t->dirfd;
+	strcpy(t->name, name);
+	if ((r = fsafe__target_stat(t, &step)) < 0) {
+		fsafe__rerr_set(e, step, name, strlen(name));
+		return r;
+	}
+	if (!t->exists || !S_ISLNK(t->st.st_mode) || !h->follow)
+		return 0;
+	if (!in_root_links(root)) {
+		fsafe__rerr_set(e, "symbolic link refused", name, strlen(name));
+		return -ELOOP;
+	}
+	return 1;
+}
+
+/*
+ * Resolve `path` to its parent directory fd and base name. A link at the
+ * target is followed only by the in-root policy and only with h->follow;
+ * the strict policy refuses it (-ELOOP) when h->follow is set.
+ */
+static int resolve_target(const fsafe_root *root, const char *path,
+                          const struct how *h, struct fsafe__target *t,
+                          struct fsafe__rerr *e)
+{
+	struct fsafe__rpath *p = malloc(sizeof(*p));
+	int r;
+
+	t->dirfd = -1;
+	fsafe__rerr_set(e, "resolve", "", 0);
+	if (!p)
+		return -ENOMEM;
+	if (!path)
+		path = "";
+	r = fsafe__rpath_parse(p, path, strlen(path), false, e);
+	for (int hops = 0; r == 0; hops++) {
+		if ((r = target_once(root, p, h, hops > 0, t, e)) != 1)
+			break;
+		if (hops == FSAFE__MAX_HOPS) {
+			fsafe__rerr_set(e, "too many symbolic links", t->name,
+			                strlen(t->name));
+			r = -ELOOP;
+			break;
+		}
+		r = follow_link(t, p, e);
+		fsafe__target_close(t);
+	}
+	free(p);
+	if (r < 0)
+		fsafe__target_close(t);
+	return r;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Writes                                                                    */
+/* ------------------------------------------------------------------------ */
+
+int fsafe_root_writer_open(fsafe_root *root, const char *path,
+                           const struct fsafe_write_opts *opts,
+                           fsafe_writer **out)
+{
+	struct fsafe__wopts o;
+	struct fsafe__target t;
+	struct fsafe__rerr e;
+	int r;
+
+	*out = NULL;
+	if ((r = fsafe__wopts_load(&o, opts)) < 0)
+		return note_step(root, r, "options", "");
+	struct how h = {
+		.follow = !(o.flags & FSAFE_NO_FOLLOW),
+		.mkdir = o.flags & FSAFE_MKDIR,
+		.nosync = o.flags & FSAFE_NO_SYNC,
+	};
+	if ((r = resolve_target(root, path, &h, &t, &e)) < 0) {
+		fsafe__error_set(o.error, r, -r, e.step, false);
+		return note(root, r, &e);
+	}
+	if ((r = fsafe__writer_open_target(&t, &o, out)) < 0) {
+		const char *step = o.error ? o.error->step : "open";
+		return note_step(root, r, step ? step : "open", t.name);
+	}
+	return note(root, 0, &e);
+}
+
+int fsafe_root_write_file(fsafe_root *root, const char *path,
+                          const void *buf, size_t len,
+                          const struct fsafe_write_opts *opts)
+{
+	struct fsafe_write_opts in = FSAFE_WRITE_OPTS_INIT;
+	struct fsafe_error detail = { 0 };
+	struct fsafe__wopts o;
+	fsafe_writer *w;
+	int r;
+
+	/* Keep the writer's step for fsafe_root_last_error even when the
+	   caller passed no error detail. */
+	if ((r = fsafe__wopts_load(&o, opts)) < 0)
+		return note_step(root, r, "options", "");
+	in.flags = o.flags;
+	in.mode = o.mode;
+	in.error = &detail;
+	if ((r = fsafe_root_writer_open(root, path, &in, &w)) < 0)
+		goto out;
+	fsafe_writer_write(w, buf, len);
+	if ((r = fsafe_writer_commit(w)) < 0) {
+		root->last = detail;
+		root->component[0] = '\0';
+	}
+out:
+	if (r < 0 && o.error)
+		*o.error = detail;
+	return r;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Reading                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static int open_read_dir(fsafe_root *root, const struct fsafe__rpath *p)
+{
+	struct fsafe__rerr e;
+	int fd = fsafe__resolve_dir(&root->res, p, p->n, &e);
+
+	return note(root, fd, &e);
+}
+
+int fsafe_root_open_read(fsafe_root *root, const char *path)
+{
+	struct fsafe__rpath *p = malloc(sizeof(*p));
+	struct fsafe__target t;
+	struct fsafe__rerr e;
+	struct stat st;
+	int r;
+
+	if (!p)
+		return note_step(root, -ENOMEM, "alloc", "");
+	r = fsafe__rpath_parse(p, path ? path : "", path ? strlen(path) : 0,
+	                       false, &e);
+	bool dir = r == 0 && p->dir;
+	if (dir)
+		r = open_read_dir(root, p);
+	free(p);
+	if (r < 0 || dir)
+		return r < 0 ? note(root, r, &e) : r;
+
+	struct how h = { .follow = true };
+	if ((r = resolve_target(root, path, &h, &t, &e)) < 0)
+		return note(root, r, &e);
+	/* O_NOFOLLOW: a link swapped in since the lstat is refused. */
+	int fd = fsafe__openat(t.dirfd, t.name,
+	                       O_RDONLY | O_NOFOLLOW | O_NOCTTY, 0);
+	if (fd < 0)
+		r = note_step(root, fd, "open", t.name);
+	else if ((r = fsafe__fstat(fd, &st)) < 0 ||
+	         (r = fsafe__resolver_check_mount(&root->res, fd, &st)) < 0)
+		note_step(root, r, r == -EXDEV ? "mount point refused" : "stat",
+		          t.name);
+	else
+		r = note_step(root, fd, "", "");
+	if (r < 0 && fd >= 0)
+		fsafe__close(fd);
+	fsafe__target_close(&t);
+	return r;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Directories, names                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* Parse `path` and resolve the directory it names. */
+static int resolve_whole_dir(fsafe_root *root, const char *path, bool mkdir,
+                             mode_t mode, bool nosync)
+{
+	struct fsafe__rpath *p = malloc(sizeof(*p));
+	struct fsafe__rerr e;
+	int r;
+
+	if (!p)
+		return note_step(root, -ENOMEM, "alloc", "");
+	r = fsafe__rpath_parse(p, path ? path : "", path ? strlen(path) : 0,
+	                       false, &e);
+	if (r == 0 && mkdir)
+		r = fsafe__resolve_dir_mkdir(&root->res, p, p->n, mode, nosync,
+		                             &e);
+	else if (r == 0)
+		r = fsafe__resolve_dir(&root->res, p, p->n, &e);
+	free(p);
+	return note(root, r, &e);
+}
+
+int fsafe_root_mkdir_all(fsafe_root *root, const char *path, mode_t mode,
+                         unsigned flags)
+{
+	if (mode & ~(mode_t)07777)
+		return note_step(root, -EINVAL, "options", "");
+	int fd = resolve_whole_dir(root, path, true, mode ? mode : 0777,
+	                           flags & FSAFE_ROOT_OP_NO_SYNC);
+	if (fd < 0)
+		return fd;
+	fsafe__close(fd);
+	return 0;
+}
+
+static int sync_dir(fsafe_root *root, int fd, unsigned flags)
+{
+	int r = (flags & FSAFE_ROOT_OP_NO_SYNC) ? 0 : fsafe__fsync(fd);
+
+	return r < 0 ? note_step(root, r, "fsync directory", "") : 0;
+}
+
+int fsafe_root_unlink(fsafe_root *root, const char *path, unsigned flags)
+{
+	struct fsafe__target t;
+	struct fsafe__rerr e;
+	struct how h = { .follow = false };
+	int r;
+
+	if ((r = resolve_target(root, path, &h, &t, &e)) < 0)
+		return note(root, r, &e);
+	r = fsafe__unlinkat(t.dirfd, t.name,
+	                    (flags & FSAFE_ROOT_OP_RMDIR) ? AT_REMOVEDIR : 0);
+	if (r < 0)
+		note_step(root, r, "unlink", t.name);
+	else
+		r = sync_dir(root, t.dirfd, flags);
+	fsafe__target_close(&t);
+	return r < 0 ? r : note(root, 0, &e);
+}
+
+static bool same_dir(int a, int b)
+{
+	struct stat sa, sb;
+
+	return fsafe__fstat(a, &sa) == 0 && fsafe__fstat(b, &sb) == 0 &&
+	       sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+static int do_rename(fsafe_root *root, struct fsafe__target *from,
+                     struct fsafe__target *to, unsigned flags)
+{
+	int r;
+
+	if (flags & FSAFE_ROOT_OP_NOREPLACE)
+		r = fsafe__renameat2(from->dirfd, from->name, to->dirfd,
+		                     to->name, RENAME_NOREPLACE);
+	else
+		r = fsafe__renameat(from->dirfd, from->name, to->dirfd,
+		                    to->name);
+	if (r < 0)
+		return note_step(root, r, "rename", from->name);
+	if ((r = sync_dir(root, to->dirfd, flags)) < 0)
+		return r;
+	if (!same_dir(from->dirfd, to->dirfd))
+		return sync_dir(root, from->dirfd, flags);
+	return 0;
+}
+
+int fsafe_root_rename(fsafe_root *root, const char *from, const char *to,
+                      unsigned flags)
+{
+	struct fsafe__target a, b;
+	struct fsafe__rerr e;
+	struct how h = { .follow = false };
+	int r;
+
+	if ((r = resolve_target(root, from, &h, &a, &e)) < 0)
+		return note(root, r, &e);
+	if ((r = resolve_target(root, to, &h, &b, &e)) < 0) {
+		fsafe__target_close(&a);
+		return note(root, r, &e);
+	}
+	r = do_rename(root, &a, &b, flags);
+	fsafe__target_close(&a);
+	fsafe__target_close(&b);
+	return r < 0 ? r : note(root, 0, &e);
+}
+
+int fsafe_root_sweep(fsafe_root *root, const char *path,
+                     uint64_t older_than_ms, unsigned flags,
+                     const fsafe_cancel *cancel, fsafe_sweep_result **result)
+{
+	if (result)
+		*result = NULL;
+	int fd = resolve_whole_dir(root, path, false, 0, false);
+	if (fd < 0)
+		return fd;
+	int r = fsafe_sweep(fd, ".", older_than_ms, flags, cancel, result);
+	fsafe__close(fd);
+	return r < 0 ? note_step(root, r, "sweep", "") : r;
+}
