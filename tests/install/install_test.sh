@@ -113,7 +113,7 @@ while IFS= read -r rel; do
 	printf '#include <%s>\n#include <%s>\nint fsafe_install_check_;\n' "$rel" "$rel" |
 		"$cc" -std=c17 -Wall -Wextra -Werror -fsyntax-only \
 			-I"$prefix/include" -x c - 2>"$tmp/header.log" ||
-		{ cat "$tmp/header.log" >&2; fail "installed header include/$rel does not compile on its own"; }
+		{ head -n 20 "$tmp/header.log" >&2; fail "installed header include/$rel does not compile on its own (a consumer may include it first: it must include what it uses, e.g. <fsafe.h>)"; }
 done < <(cd "$prefix/include" && find . -type f | sed 's|^\./||' | sort)
 ok "every installed header is public and self-contained"
 
