@@ -27,6 +27,12 @@ struct fault_plan {
 	void (*hook)(int call, const char *name);
 };
 
+/* The table the wrappers pass calls on to (NULL: libc), for tests that
+   also need a call to behave differently (a deterministic getrandom, say).
+   Set it before fault_install(); fault_remove() does not reset it. */
+struct fsafe_sys;
+void fault_set_real(const struct fsafe_sys *table);
+
 /* Install a plan (resets the count); fault_remove() restores libc. */
 void fault_install(const struct fault_plan *plan);
 void fault_remove(void);

@@ -1,0 +1,237 @@
+/*
+ * The workloads both layers run, each with its invariant. To cover a new
+ * module, add an entry to pw_workloads[] below (see power.h).
+ */
+#define _GNU_SOURCE
+#include "power.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fsafe.h"
+#include "sys.h"
+
+static const char *const here[] = { ".", NULL };
+static const char *const target_only[] = { "target", NULL };
+
+/* ---- atomic write: one fsafe_write_fileat of NEW to "target" ----------- */
+
+static void old_target(int root)
+{
+	pw_put(root, "target", pw_old, PW_OLD_LEN);
+}
+
+/* Op `op` of the run: write NEW to "target" with `flags`. */
+static void write_op(int root, struct pw_progress *p, int op,
+                     const void *buf, size_t len, unsigned flags)
+{
+	struct fsafe_write_opts o = FSAFE_WRITE_OPTS_INIT;
+
+	o.flags = flags;
+	pw_returned(p, op, fsafe_write_fileat(root, "target", buf, len, &o));
+}
+
+static void write_with(int root, struct pw_progress *p, unsigned flags)
+{
+	write_op(root, p, 0, pw_new, PW_NEW_LEN, flags);
+}
+
+static void run_plain(int root, struct pw_progress *p)
+{
+	write_with(root, p, 0);
+}
+
+static void run_named(int root, struct pw_progress *p)
+{
+	write_with(root, p, FSAFE_NO_TMPFILE);
+}
+
+static void run_create_only(int root, struct pw_progress *p)
+{
+	write_with(root, p, FSAFE_CREATE_ONLY);
+}
+
+static void run_create_only_link(int root, struct pw_progress *p)
+{
+	write_with(root, p,
+	           FSAFE_CREATE_ONLY | FSAFE_NO_RENAMEAT2 | FSAFE_NO_TMPFILE);
+}
+
+static const char *check_new(int root, const struct pw_progress *p,
+                             char *buf, size_t len)
+{
+	return pw_expect(root, "target", NULL, 0, pw_new, PW_NEW_LEN,
+	                 pw_done(p, 0, 0), buf, len);
+}
+
+static const char *check_replace(int root, const struct pw_progress *p,
+                                 char *buf, size_t len)
+{
+	return pw_expect(root, "target", pw_old, PW_OLD_LEN, pw_new,
+	                 PW_NEW_LEN, pw_done(p, 0, 0), buf, len);
+}
+
+/* A create-only write onto an existing target must leave it alone. */
+static const char *check_untouched(int root, const struct pw_progress *p,
+                                   char *buf, size_t len)
+{
+	if (p->returned && p->result[0] != -EEXIST) {
+		snprintf(buf, len, "create-only over OLD returned %s",
+		         fsafe_strerror(p->result[0]));
+		return buf;
+	}
+	return pw_expect(root, "target", NULL, 0, pw_old, PW_OLD_LEN, true,
+	                 buf, len);
+}
+
+/* ---- the managed writer: open, three chunks, commit --------------------- */
+
+#define CHUNK 4096
+_Static_assert(PW_NEW_LEN == 3 * CHUNK, "three chunks make NEW");
+
+static void run_managed(int root, struct pw_progress *p)
+{
+	fsafe_writer *w;
+	int r = fsafe_writer_open(root, "target", NULL, &w);
+
+	pw_returned(p, 0, r);
+	if (r < 0)
+		return;
+	for (int i = 0; i < 3; i++)
+		pw_returned(p, 1 + i,
+		            fsafe_writer_write(w, pw_new + i * CHUNK, CHUNK));
+	pw_returned(p, 4, fsafe_writer_commit(w));
+}
+
+static const char *check_managed(int root, const struct pw_progress *p,
+                                 char *buf, size_t len)
+{
+	return pw_expect(root, "target", pw_old, PW_OLD_LEN, pw_new,
+	                 PW_NEW_LEN, pw_done(p, 4, 0), buf, len);
+}
+
+/* ---- FSAFE_MKDIR: a/b/target, with neither a nor b there yet ------------ */
+
+static const char *const mkdir_dirs[] = { ".", "a", "a/b", NULL };
+static const char *const mkdir_known[] = { "a", "b", "target", NULL };
+
+static void run_mkdir(int root, struct pw_progress *p)
+{
+	struct fsafe_write_opts o = FSAFE_WRITE_OPTS_INIT;
+
+	o.flags = FSAFE_MKDIR;
+	pw_returned(p, 0, fsafe_write_fileat(root, "a/b/target", pw_new,
+	                                     PW_NEW_LEN, &o));
+}
+
+static const char *check_mkdir(int root, const struct pw_progress *p,
+                               char *buf, size_t len)
+{
+	return pw_expect(root, "a/b/target", NULL, 0, pw_new, PW_NEW_LEN,
+	                 pw_done(p, 0, 0), buf, len);
+}
+
+/* ---- sweep after a cut, then write --------------------------------------- */
+
+/*
+ * What earlier cuts leave: an unpublished stage (garbage), and a second name
+ * of the target (a create-only link+unlink cut between its two calls). The
+ * restarted program sweeps, then writes; cuts land in both.
+ */
+#define LEFT_STAGE ".fsafe-aaaaaaaaaaaaaaaaaaaaaaaa.tmp"
+#define LEFT_LINK ".fsafe-bbbbbbbbbbbbbbbbbbbbbbbb.tmp"
+
+static void old_leftovers(int root)
+{
+	old_target(root);
+	pw_put(root, LEFT_STAGE, pw_new, PW_NEW_LEN / 2);
+	pw_link(root, "target", LEFT_LINK);
+}
+
+static void run_sweep(int root, struct pw_progress *p)
+{
+	pw_returned(p, 0, fsafe_sweep(root, ".", 0, 0, NULL, NULL));
+	write_op(root, p, 1, pw_new, PW_NEW_LEN, 0);
+}
+
+static const char *check_sweep(int root, const struct pw_progress *p,
+                               char *buf, size_t len)
+{
+	if (p->returned && p->result[0] != 2) {
+		snprintf(buf, len, "the sweep returned %d, expected 2",
+		         p->result[0]);
+		return buf;
+	}
+	return pw_expect(root, "target", pw_old, PW_OLD_LEN, pw_new,
+	                 PW_NEW_LEN, pw_done(p, 1, 0), buf, len);
+}
+
+/* ---- a stage name that collides with a leftover second name ----------- */
+
+/*
+ * The target (long OLD) also has the name the writer draws first, as a
+ * create-only link+unlink cut leaves it. O_EXCL makes the writer draw
+ * again; without it, the writer opens the target's own inode and writes
+ * the short NEW over the long OLD in place: a mix, before anything is
+ * published.
+ */
+static void old_collision(int root)
+{
+	pw_put(root, "target", pw_old_long, sizeof(pw_old_long));
+	pw_link(root, "target", pw_det_first_name());
+}
+
+static void run_collision(int root, struct pw_progress *p)
+{
+	write_op(root, p, 0, pw_new_short, sizeof(pw_new_short),
+	         FSAFE_NO_TMPFILE);
+}
+
+static const char *check_collision(int root, const struct pw_progress *p,
+                                   char *buf, size_t len)
+{
+	return pw_expect(root, "target", pw_old_long, sizeof(pw_old_long),
+	                 pw_new_short, sizeof(pw_new_short), pw_done(p, 0, 0),
+	                 buf, len);
+}
+
+#define PUBLISHES (FSAFE__BREAK_DIR_SYNC | FSAFE__BREAK_DATA_SYNC)
+
+const struct pw_workload pw_workloads[] = {
+	{ .name = "write new target (O_TMPFILE)", .dirs = here,
+	  .known = target_only, .catches = PUBLISHES,
+	  .run = run_plain, .check = check_new },
+	{ .name = "replace (O_TMPFILE)", .dirs = here, .known = target_only,
+	  .catches = PUBLISHES, .setup_old = old_target, .run = run_plain,
+	  .check = check_replace },
+	{ .name = "replace (named stage)", .dirs = here, .known = target_only,
+	  .catches = PUBLISHES, .setup_old = old_target, .run = run_named,
+	  .check = check_replace },
+	{ .name = "create-only (renameat2)", .dirs = here,
+	  .known = target_only, .catches = PUBLISHES,
+	  .run = run_create_only, .check = check_new },
+	{ .name = "create-only (link+unlink, named)", .dirs = here,
+	  .known = target_only, .catches = PUBLISHES,
+	  .run = run_create_only_link, .check = check_new },
+	{ .name = "create-only onto OLD", .dirs = here, .known = target_only,
+	  .setup_old = old_target, .run = run_create_only,
+	  .check = check_untouched },
+	{ .name = "managed writer (3 chunks)", .dirs = here,
+	  .known = target_only, .catches = PUBLISHES,
+	  .setup_old = old_target, .run = run_managed,
+	  .check = check_managed },
+	{ .name = "mkdir parents a/b/target", .dirs = mkdir_dirs,
+	  .known = mkdir_known, .catches = PUBLISHES, .run = run_mkdir,
+	  .check = check_mkdir },
+	{ .name = "sweep after a cut, then replace", .dirs = here,
+	  .known = target_only, .setup_old = old_leftovers,
+	  .run = run_sweep, .check = check_sweep },
+	{ .name = "stage name collides with a leftover", .dirs = here,
+	  .known = target_only, .catches = FSAFE__BREAK_EXCL,
+	  .setup_old = old_collision, .run = run_collision,
+	  .check = check_collision },
+};
+const size_t pw_nworkloads = sizeof(pw_workloads) / sizeof(pw_workloads[0]);
