@@ -10,31 +10,39 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "fault.h"
+#include "sys.h"
 #include "testutil.h"
 
 const struct cu_variant cu_variants[] = {
-	{ "replace", 0, true, false, CU_PLAIN },
-	{ "replace NO_TMPFILE", FSAFE_NO_TMPFILE, true, false, CU_PLAIN },
-	{ "new target", 0, false, false, CU_PLAIN },
-	{ "CREATE_ONLY", FSAFE_CREATE_ONLY, false, false, CU_PLAIN },
+	{ "replace", 0, true, false, CU_PLAIN, 0 },
+	{ "replace NO_TMPFILE", FSAFE_NO_TMPFILE, true, false, CU_PLAIN, 0 },
+	{ "new target", 0, false, false, CU_PLAIN, 0 },
+	{ "CREATE_ONLY", FSAFE_CREATE_ONLY, false, false, CU_PLAIN, 0 },
 	{ "CREATE_ONLY NO_RENAMEAT2", FSAFE_CREATE_ONLY | FSAFE_NO_RENAMEAT2,
-	  false, false, CU_PLAIN },
+	  false, false, CU_PLAIN, 0 },
 	{ "CREATE_ONLY NO_TMPFILE", FSAFE_CREATE_ONLY | FSAFE_NO_TMPFILE,
-	  false, false, CU_PLAIN },
+	  false, false, CU_PLAIN, 0 },
 	{ "CREATE_ONLY NO_RENAMEAT2 NO_TMPFILE",
 	  FSAFE_CREATE_ONLY | FSAFE_NO_RENAMEAT2 | FSAFE_NO_TMPFILE, false,
-	  false, CU_PLAIN },
-	{ "MKDIR a/b", FSAFE_MKDIR, false, false, CU_MKDIR },
-	{ "managed writer, 4 chunks", 0, true, true, CU_PLAIN },
-	{ "NO_FOLLOW over a symlink", FSAFE_NO_FOLLOW, true, false, CU_SYMLINK },
-	{ "following a symlink", 0, true, false, CU_SYMLINK },
-	{ "NO_SYNC", FSAFE_NO_SYNC, true, false, CU_PLAIN },
+	  false, CU_PLAIN, 0 },
+	{ "MKDIR a/b", FSAFE_MKDIR, false, false, CU_MKDIR, 0 },
+	{ "managed writer, 4 chunks", 0, true, true, CU_PLAIN, 0 },
+	{ "NO_FOLLOW over a symlink", FSAFE_NO_FOLLOW, true, false, CU_SYMLINK,
+	  0 },
+	{ "following a symlink", 0, true, false, CU_SYMLINK, 0 },
+	{ "NO_SYNC", FSAFE_NO_SYNC, true, false, CU_PLAIN, 0 },
+	{ "replace, owned by another user", 0, true, false, CU_PLAIN,
+	  CU_FOREIGN_OWNER },
+	{ "replace, stage linked via /proc", 0, true, false, CU_PLAIN,
+	  CU_NO_FLINK_CAP },
 };
 const size_t cu_nvariants = sizeof(cu_variants) / sizeof(cu_variants[0]);
 
@@ -92,10 +100,72 @@ int cu_prepare(const struct cu_variant *v, const char *path)
 	} else if (v->old) {
 		put(dirfd, "target", cu_old, CU_OLD_LEN, CU_OLD_MODE);
 	}
+	if ((v->extra & CU_FOREIGN_OWNER) && geteuid() == 0 &&
+	    fchownat(dirfd, "target", CU_FOREIGN_UID, CU_FOREIGN_GID,
+	             AT_SYMLINK_NOFOLLOW) < 0)
+		fail_msg("chown fixture: %s", strerror(errno));
 	return dirfd;
 }
 
+/* Raise or lower one capability in the effective set (it stays in the
+   permitted set, so it can come back). No-op for a caller without it. */
+static void effective_cap(int cap, bool on)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[2];
+	uint32_t bit = 1u << (cap % 32);
+
+	if (syscall(SYS_capget, &h, d) < 0)
+		fail_msg("capget: %s", strerror(errno));
+	if (!(d[cap / 32].permitted & bit))
+		return;
+	if (on)
+		d[cap / 32].effective |= bit;
+	else
+		d[cap / 32].effective &= ~bit;
+	if (syscall(SYS_capset, &h, d) < 0)
+		fail_msg("capset: %s", strerror(errno));
+}
+
+static int write_new(const struct cu_variant *v, int dirfd,
+                     struct fsafe_error *err);
+
+/*
+ * A layer over whatever table is in force (the fault layer's, usually)
+ * that gives up CAP_DAC_READ_SEARCH just before linkat(AT_EMPTY_PATH).
+ * Since Linux 6.10 that call also works for the stage's opener when its
+ * credentials are unchanged, so dropping the capability before the write
+ * would not be enough: changing the credentials between open and link is
+ * what makes the kernel refuse (ENOENT), as it refuses any unprivileged
+ * caller on older kernels, and sends the writer down its /proc path.
+ */
+static const struct fsafe_sys *below;
+static struct fsafe_sys layer;
+
+static int linkat_without_cap(int olddirfd, const char *old, int newdirfd,
+                              const char *new_, int flags)
+{
+	if (flags & AT_EMPTY_PATH)
+		effective_cap(CAP_DAC_READ_SEARCH, false);
+	return below->linkat(olddirfd, old, newdirfd, new_, flags);
+}
+
 int cu_write(const struct cu_variant *v, int dirfd, struct fsafe_error *err)
+{
+	if (!(v->extra & CU_NO_FLINK_CAP))
+		return write_new(v, dirfd, err);
+	below = fsafe__sys_current;
+	layer = *below;
+	layer.linkat = linkat_without_cap;
+	fsafe__sys_swap(&layer);
+	int r = write_new(v, dirfd, err);
+	fsafe__sys_swap(below);
+	effective_cap(CAP_DAC_READ_SEARCH, true);
+	return r;
+}
+
+static int write_new(const struct cu_variant *v, int dirfd,
+                     struct fsafe_error *err)
 {
 	struct fsafe_write_opts o = FSAFE_WRITE_OPTS_INIT;
 
@@ -131,8 +201,9 @@ const char *cu_content_name(enum cu_content c)
 	return n[c];
 }
 
-/* Classify the regular file `name` in `dirfd`; its mode to *mode. */
-static enum cu_content content_of(int dirfd, const char *name, mode_t *mode)
+/* Classify the regular file `name` in `dirfd`; its stat to *out. */
+static enum cu_content content_of(int dirfd, const char *name,
+                                  struct stat *out)
 {
 	unsigned char buf[CU_NEW_LEN + 1];
 	struct stat st;
@@ -146,7 +217,7 @@ static enum cu_content content_of(int dirfd, const char *name, mode_t *mode)
 		close(fd);
 		return CU_OTHER;
 	}
-	*mode = st.st_mode & 07777;
+	*out = st;
 	while (len < sizeof(buf) &&
 	       (n = read(fd, buf + len, sizeof(buf) - len)) > 0)
 		len += (size_t)n;
@@ -228,12 +299,12 @@ static bool is_link_to_real(int dirfd)
 }
 
 static void observe_symlink(const struct cu_variant *v, int dirfd,
-                            struct cu_state *s, mode_t *mode)
+                            struct cu_state *s, struct stat *st)
 {
 	static const char *const names[] = { "link", "real", NULL };
 	unsigned seen = list_dir(dirfd, names, s);
-	mode_t real_mode = 0;
-	enum cu_content real = content_of(dirfd, "real", &real_mode);
+	struct stat real_st = { 0 };
+	enum cu_content real = content_of(dirfd, "real", &real_st);
 
 	if (seen != 3u)
 		problem(s, "link or real is gone");
@@ -242,20 +313,20 @@ static void observe_symlink(const struct cu_variant *v, int dirfd,
 		if (!is_link_to_real(dirfd))
 			problem(s, "the symlink was changed");
 		s->content = real;
-		*mode = real_mode;
+		*st = real_st;
 		return;
 	}
 	/* The link itself is replaced; the file it named is left alone. */
-	if (real != CU_OLD || real_mode != CU_OLD_MODE)
+	if (real != CU_OLD || (real_st.st_mode & 07777) != CU_OLD_MODE)
 		problem(s, "NO_FOLLOW changed the file behind the link (%s)",
 		        cu_content_name(real));
 	if (is_link_to_real(dirfd))
 		s->content = CU_OLD;
 	else
-		s->content = content_of(dirfd, "link", mode);
+		s->content = content_of(dirfd, "link", st);
 }
 
-static void observe_mkdir(int dirfd, struct cu_state *s, mode_t *mode)
+static void observe_mkdir(int dirfd, struct cu_state *s, struct stat *st)
 {
 	static const char *const a[] = { "a", NULL };
 	static const char *const b[] = { "b", NULL };
@@ -279,7 +350,7 @@ static void observe_mkdir(int dirfd, struct cu_state *s, mode_t *mode)
 		} else {
 			s->stagedir = "a/b";
 			if (list_dir(db, target, s))
-				s->content = content_of(db, "target", mode);
+				s->content = content_of(db, "target", st);
 			close(db);
 		}
 	}
@@ -293,22 +364,29 @@ strays:
 void cu_observe(const struct cu_variant *v, int dirfd, struct cu_state *s)
 {
 	static const char *const plain[] = { "target", NULL };
-	mode_t mode = 0;
+	struct stat st = { 0 };
+	mode_t mode;
 
 	memset(s, 0, sizeof(*s));
 	s->stagedir = ".";
 	s->content = CU_ABSENT;
 	switch (v->layout) {
 	case CU_SYMLINK:
-		observe_symlink(v, dirfd, s, &mode);
+		observe_symlink(v, dirfd, s, &st);
 		break;
 	case CU_MKDIR:
-		observe_mkdir(dirfd, s, &mode);
+		observe_mkdir(dirfd, s, &st);
 		break;
 	default:
 		if (list_dir(dirfd, plain, s))
-			s->content = content_of(dirfd, "target", &mode);
+			s->content = content_of(dirfd, "target", &st);
 	}
+	mode = st.st_mode & 07777;
+	if (s->content == CU_NEW && (v->extra & CU_FOREIGN_OWNER) &&
+	    geteuid() == 0 &&
+	    (st.st_uid != CU_FOREIGN_UID || st.st_gid != CU_FOREIGN_GID))
+		problem(s, "NEW is owned by %u:%u, not by OLD's owner",
+		        (unsigned)st.st_uid, (unsigned)st.st_gid);
 	if (s->content == CU_NEW && mode != new_file_mode(v))
 		problem(s, "NEW has mode %04o, expected %04o", (unsigned)mode,
 		        (unsigned)new_file_mode(v));

@@ -21,12 +21,24 @@ enum cu_layout {
 	CU_SYMLINK, /* "link" -> "real"; "real" holds OLD */
 };
 
+enum {
+	/* OLD belongs to another user, whose ownership NEW must keep (only
+	   when the tests run as root; otherwise a plain replace). */
+	CU_FOREIGN_OWNER = 1u << 0,
+	/* Lose CAP_DAC_READ_SEARCH between staging and linking, so that
+	   linkat(AT_EMPTY_PATH) is refused as for an unprivileged caller and
+	   the O_TMPFILE stage is linked through /proc/self/fd instead (only
+	   when the tests run with that capability). */
+	CU_NO_FLINK_CAP = 1u << 1,
+};
+
 struct cu_variant {
 	const char *name;
 	unsigned flags;     /* FSAFE_* write flags */
 	bool old;           /* the target holds OLD before the write */
 	bool managed;       /* fsafe_writer_* in chunks, not fsafe_write_fileat */
 	enum cu_layout layout;
+	unsigned extra;     /* CU_* above */
 };
 
 extern const struct cu_variant cu_variants[];
@@ -35,6 +47,8 @@ extern const size_t cu_nvariants;
 #define CU_OLD_LEN 5000
 #define CU_NEW_LEN 7000
 #define CU_OLD_MODE 0640
+#define CU_FOREIGN_UID 1234
+#define CU_FOREIGN_GID 2345
 extern unsigned char cu_old[CU_OLD_LEN];
 extern unsigned char cu_new[CU_NEW_LEN];
 
