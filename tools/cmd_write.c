@@ -24,7 +24,7 @@
 static const char usage[] =
 	"usage: fsafe write [--mode MODE] [--create-only] [--no-follow] "
 	"[--mkdir]\n"
-	"                   [--no-sync] FILE\n";
+	"                   [--no-sync] [--no-tmpfile] FILE\n";
 
 static const char help[] =
 	"Replace FILE atomically with standard input: readers see the old\n"
@@ -37,6 +37,8 @@ static const char help[] =
 	"                    (default: write the file it points to)\n"
 	"  -p, --mkdir       create missing parent directories\n"
 	"  -s, --no-sync     atomic but not durable (skip every fsync)\n"
+	"      --no-tmpfile  always stage under a visible staging name\n"
+	"                    (for filesystems that misreport O_TMPFILE)\n"
 	"  -h, --help        this text\n"
 	"\n"
 	"On failure or on SIGINT, SIGTERM, SIGHUP or SIGPIPE while reading,\n"
@@ -72,6 +74,9 @@ static int parse_mode(const char *s, mode_t *mode)
 	return 0;
 }
 
+/* Long-only options, past every char value. */
+enum { OPT_NO_TMPFILE = 256 };
+
 static int parse_args(int argc, char **argv, struct write_args *a)
 {
 	static const struct option longopts[] = {
@@ -80,6 +85,7 @@ static int parse_args(int argc, char **argv, struct write_args *a)
 		{ "no-follow", no_argument, NULL, 'n' },
 		{ "mkdir", no_argument, NULL, 'p' },
 		{ "no-sync", no_argument, NULL, 's' },
+		{ "no-tmpfile", no_argument, NULL, OPT_NO_TMPFILE },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -98,6 +104,7 @@ static int parse_args(int argc, char **argv, struct write_args *a)
 		case 'n': a->opts.flags |= FSAFE_NO_FOLLOW; break;
 		case 'p': a->opts.flags |= FSAFE_MKDIR; break;
 		case 's': a->opts.flags |= FSAFE_NO_SYNC; break;
+		case OPT_NO_TMPFILE: a->opts.flags |= FSAFE_NO_TMPFILE; break;
 		case 'h': a->help = true; return CLI_OK;
 		default: return cli_bad_option("write", argv, c, usage);
 		}
@@ -197,6 +204,13 @@ static int run(struct write_args *a)
 	    (r = cli_signal_block(&waitmask)) < 0) {
 		cli_warn("write %s: signal handlers: %s; %s unchanged", a->file,
 		         strerror(-r), a->file);
+		return CLI_FAIL;
+	}
+	/* A closed stdin would be reused by the writer's own descriptors,
+	   and we would read back our directory or our stage. */
+	if (fcntl(STDIN_FILENO, F_GETFD) < 0) {
+		cli_warn("write %s: reading standard input: %s; %s unchanged",
+		         a->file, strerror(errno), a->file);
 		return CLI_FAIL;
 	}
 	if ((r = fsafe_writer_open(AT_FDCWD, a->file, &a->opts, &w)) < 0)
