@@ -376,7 +376,7 @@ void fsafe_async_free(fsafe_async *a)
 	a->stopping = true;
 	struct req *q;
 	while ((q = q_pop(&a->pending)))
-		req_free(q); /* never started: targets untouched */
+		complete(a, q, -ECANCELED); /* never started: untouched */
 	pthread_cond_signal(&a->work);
 	pthread_mutex_unlock(&a->mu);
 	if (a->started)

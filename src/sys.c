@@ -1,6 +1,7 @@
 /* The system-call table and the conventions every module relies on. */
 #define _GNU_SOURCE
 #include "sys.h"
+#include "syncmany.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -102,6 +103,7 @@ const struct fsafe_sys fsafe__sys_default = {
 	.close = close,
 	.getrandom = sys_getrandom,
 	.ioctl = sys_ioctl,
+	.fdatasync_many = fsafe__uring_fdatasync_many,
 	.kill = kill,
 	.flock = flock,
 };
@@ -215,6 +217,21 @@ int fsafe__linkat(int olddirfd, const char *old, int newdirfd,
 int fsafe__mkdirat(int dirfd, const char *path, mode_t mode)
 {
 	return (int)RETRY_EINTR(SYS->mkdirat(dirfd, path, mode));
+}
+
+int fsafe__fchmod(int fd, mode_t mode)
+{
+	return (int)RETRY_EINTR(SYS->fchmod(fd, mode));
+}
+
+ssize_t fsafe__readlinkat(int dirfd, const char *path, char *buf, size_t len)
+{
+	return RETRY_EINTR(SYS->readlinkat(dirfd, path, buf, len));
+}
+
+int fsafe__fchown(int fd, uid_t uid, gid_t gid)
+{
+	return (int)RETRY_EINTR(SYS->fchown(fd, uid, gid));
 }
 
 int fsafe__random(void *buf, size_t len)

@@ -56,6 +56,9 @@ struct fsafe_sys {
 	int (*close)(int fd);
 	ssize_t (*getrandom)(void *buf, size_t len, unsigned flags);
 	int (*ioctl)(int fd, unsigned long req, void *arg);
+	/* fdatasync of many fds at once through io_uring (see syncmany.h):
+	   0 with errs[i] = 0 / -errno, or -1/errno when io_uring is out. */
+	int (*fdatasync_many)(const int *fds, size_t n, int *errs);
 	int (*kill)(pid_t pid, int sig);
 	/* flock(2): the lock module's guard against a live holder. */
 	int (*flock)(int fd, int op);
@@ -102,6 +105,9 @@ int fsafe__renameat2(int olddirfd, const char *old, int newdirfd,
 int fsafe__linkat(int olddirfd, const char *old, int newdirfd,
                   const char *new_, int flags);
 int fsafe__mkdirat(int dirfd, const char *path, mode_t mode);
+int fsafe__fchmod(int fd, mode_t mode);
+ssize_t fsafe__readlinkat(int dirfd, const char *path, char *buf, size_t len);
+int fsafe__fchown(int fd, uid_t uid, gid_t gid);
 int fsafe__random(void *buf, size_t len);
 int fsafe__ofd_lock(int fd, short type, bool wait);
 int fsafe__ofd_unlock(int fd);

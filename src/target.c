@@ -115,10 +115,10 @@ int fsafe__target_follow(struct fsafe__target *t, const char **step)
 		}
 
 		char link[PATH_MAX], dir[PATH_MAX];
-		ssize_t n = SYS->readlinkat(t->dirfd, t->name, link, sizeof(link));
+		ssize_t n = fsafe__readlinkat(t->dirfd, t->name, link, sizeof(link));
 		if (n < 0 || (size_t)n >= sizeof(link)) {
 			*step = "readlink";
-			return n < 0 ? -errno : -ENAMETOOLONG;
+			return n < 0 ? (int)n : -ENAMETOOLONG;
 		}
 		link[n] = '\0';
 

@@ -30,6 +30,10 @@
 #define RENAME_NOREPLACE (1 << 0)
 #endif
 
+#define FSAFE__WRITE_FLAGS                                                     \
+	(FSAFE_NO_SYNC | FSAFE_CREATE_ONLY | FSAFE_NO_FOLLOW | FSAFE_MKDIR |   \
+	 FSAFE_NO_TMPFILE | FSAFE_NO_RENAMEAT2)
+
 /* Attempts at a fresh random name before giving up (each collides with
    probability 2^-96; more than one failure means something else is wrong). */
 #define NAME_ATTEMPTS 4
@@ -44,6 +48,7 @@ struct fsafe_writer {
 	const char *step;
 	bool named;         /* the stage has a name in t.dirfd */
 	bool published;
+	bool defer_dir_sync;
 	char staging[FSAFE_STAGING_NAME_LEN + 1];
 };
 
@@ -60,6 +65,8 @@ int fsafe__wopts_load(struct fsafe__wopts *o,
 			return -EINVAL;
 		memcpy(&in, opts, n < sizeof(in) ? n : sizeof(in));
 	}
+	if (in.flags & ~FSAFE__WRITE_FLAGS)
+		return -EINVAL;
 	o->flags = in.flags;
 	o->mode = in.mode ? in.mode : 0666;
 	o->error = in.error;
@@ -143,13 +150,12 @@ static int lock_stage(fsafe_writer *w)
 static int inherit_metadata(fsafe_writer *w, const struct stat *st)
 {
 	if (st->st_uid != geteuid() || st->st_gid != getegid()) {
-		int r = SYS->fchown(w->fd, st->st_uid, st->st_gid) < 0 ? -errno : 0;
+		int r = fsafe__fchown(w->fd, st->st_uid, st->st_gid);
 		if (r < 0 && r != -EPERM)
 			return fail(w, r, "chown");
 	}
-	if (SYS->fchmod(w->fd, st->st_mode & 07777) < 0)
-		return fail(w, -errno, "chmod");
-	return 0;
+	int r = fsafe__fchmod(w->fd, st->st_mode & 07777);
+	return r < 0 ? fail(w, r, "chmod") : 0;
 }
 
 static int check_target(fsafe_writer *w)
@@ -201,25 +207,32 @@ int fsafe__writer_open_target(struct fsafe__target *t,
 	return 0;
 }
 
+int fsafe__writer_open(int dirfd, const char *path,
+                       const struct fsafe__wopts *o, fsafe_writer **out)
+{
+	struct fsafe__target t;
+	const char *step = "resolve";
+	unsigned f = o->flags;
+	int r = fsafe__target_resolve(dirfd, path, f & FSAFE_MKDIR,
+	                              f & FSAFE_NO_SYNC, !(f & FSAFE_NO_FOLLOW),
+	                              &t, &step);
+
+	*out = NULL;
+	if (r < 0) {
+		fsafe__error_set(o->error, r, -r, step, false);
+		return r;
+	}
+	return fsafe__writer_open_target(&t, o, out);
+}
+
 int fsafe_writer_open(int dirfd, const char *path,
                       const struct fsafe_write_opts *opts, fsafe_writer **out)
 {
 	struct fsafe__wopts o;
-	struct fsafe__target t;
-	const char *step = "options";
-	int r;
+	int r = fsafe__wopts_load(&o, opts);
 
 	*out = NULL;
-	if ((r = fsafe__wopts_load(&o, opts)) < 0)
-		return r;
-	r = fsafe__target_resolve(dirfd, path, o.flags & FSAFE_MKDIR,
-	                          o.flags & FSAFE_NO_SYNC,
-	                          !(o.flags & FSAFE_NO_FOLLOW), &t, &step);
-	if (r < 0) {
-		fsafe__error_set(o.error, r, -r, step, false);
-		return r;
-	}
-	return fsafe__writer_open_target(&t, &o, out);
+	return r < 0 ? r : fsafe__writer_open(dirfd, path, &o, out);
 }
 
 int fsafe_writer_write(fsafe_writer *w, const void *buf, size_t len)
@@ -236,10 +249,13 @@ int fsafe_writer_fd(const fsafe_writer *w)
 }
 
 /* Give an O_TMPFILE stage a staging name. */
-static int link_stage(fsafe_writer *w)
+int fsafe__writer_link(fsafe_writer *w)
 {
 	char proc[64];
 	int r = -EEXIST;
+
+	if (w->err || w->named)
+		return w->err;
 
 	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", w->fd);
 	for (int i = 0; i < NAME_ATTEMPTS && r == -EEXIST; i++) {
@@ -262,15 +278,19 @@ int fsafe__writer_sync_data(fsafe_writer *w)
 {
 	int r;
 
-	if (w->err)
-		return w->err;
-	if (!w->named && (r = link_stage(w)) < 0)
+	if ((r = fsafe__writer_link(w)) < 0)
 		return r;
-	if (nosync(w) || FSAFE__BROKEN(FSAFE__BREAK_DATA_SYNC))
-		return 0;
-	if ((r = fsafe__fdatasync(w->fd)) < 0)
+	int fd = fsafe__writer_data_fd(w);
+	if (fd >= 0 && (r = fsafe__fdatasync(fd)) < 0)
 		return fail(w, r, "fsync");
 	return 0;
+}
+
+int fsafe__writer_data_fd(const fsafe_writer *w)
+{
+	if (w->err || nosync(w) || FSAFE__BROKEN(FSAFE__BREAK_DATA_SYNC))
+		return -1;
+	return w->fd;
 }
 
 static int publish_noreplace(fsafe_writer *w)
@@ -315,7 +335,7 @@ int fsafe__writer_sync_dir(fsafe_writer *w)
 {
 	if (w->err)
 		return w->err;
-	if (!w->published || nosync(w) || FSAFE__BROKEN(FSAFE__BREAK_DIR_SYNC))
+	if (!fsafe__writer_needs_dir_sync(w) || w->defer_dir_sync)
 		return 0;
 	int r = fsafe__fsync(w->t.dirfd);
 	if (r < 0) {
@@ -323,6 +343,32 @@ int fsafe__writer_sync_dir(fsafe_writer *w)
 		w->sys_errno = -r;
 	}
 	return w->err;
+}
+
+int fsafe__writer_fail(fsafe_writer *w, int r, const char *step)
+{
+	return fail(w, r, step);
+}
+
+void fsafe__writer_defer_dir_sync(fsafe_writer *w, bool defer)
+{
+	w->defer_dir_sync = defer;
+}
+
+int fsafe__writer_dir_fd(const fsafe_writer *w)
+{
+	return w->t.dirfd;
+}
+
+bool fsafe__writer_needs_dir_sync(const fsafe_writer *w)
+{
+	return !w->err && w->published && !nosync(w) &&
+	       !FSAFE__BROKEN(FSAFE__BREAK_DIR_SYNC);
+}
+
+struct fsafe_error *fsafe__writer_error_out(const fsafe_writer *w)
+{
+	return w->error;
 }
 
 int fsafe__writer_finish(fsafe_writer *w)

@@ -19,17 +19,39 @@ struct fsafe__wopts {
 int fsafe__wopts_load(struct fsafe__wopts *o,
                       const struct fsafe_write_opts *opts);
 
+/* fsafe_writer_open() with options already loaded. */
+int fsafe__writer_open(int dirfd, const char *path,
+                       const struct fsafe__wopts *o, fsafe_writer **out);
+
 /* Open a writer on an already-resolved target; takes ownership of t->dirfd
    (also on failure). */
 int fsafe__writer_open_target(struct fsafe__target *t,
                               const struct fsafe__wopts *o,
                               fsafe_writer **out);
 
-/* The three commit steps, for callers that interleave many writers. */
+/* The commit steps, for callers that interleave many writers (batch):
+   link (name an O_TMPFILE stage), data sync, publish, directory sync.
+   sync_data is link + fdatasync of data_fd. */
+int fsafe__writer_link(fsafe_writer *w);
 int fsafe__writer_sync_data(fsafe_writer *w);
 int fsafe__writer_publish(fsafe_writer *w);
 int fsafe__writer_sync_dir(fsafe_writer *w);
 /* Report the outcome through the error detail and free the writer. */
 int fsafe__writer_finish(fsafe_writer *w);
+
+/* For a caller that syncs many stages at once: the fd whose data must be
+   synced before publishing (-1 if none: failed, or FSAFE_NO_SYNC), and
+   the way to record that sync's failure. */
+int fsafe__writer_data_fd(const fsafe_writer *w);
+int fsafe__writer_fail(fsafe_writer *w, int r, const char *step);
+
+/* The directory sync is left to the caller (the batch syncs each directory
+   once): sync_dir becomes a no-op and dir_fd / needs_dir_sync tell what
+   the caller must sync, before finish. */
+void fsafe__writer_defer_dir_sync(fsafe_writer *w, bool defer);
+int fsafe__writer_dir_fd(const fsafe_writer *w);
+bool fsafe__writer_needs_dir_sync(const fsafe_writer *w);
+/* The caller's error detail, to fill in after a deferred sync fails. */
+struct fsafe_error *fsafe__writer_error_out(const fsafe_writer *w);
 
 #endif

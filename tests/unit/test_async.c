@@ -1,0 +1,228 @@
+/* Asynchronous writes: completion fd, reap, wait, cancel, shutdown. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "fault.h"
+#include "fsafe.h"
+#include "testutil.h"
+
+struct fx {
+	char *dir;
+	int dirfd;
+	int fds_before;
+};
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+	f->dir = tu_mkscratch();
+	f->dirfd = open(f->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	f->fds_before = fault_open_fds();
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+	close(f->dirfd);
+	tu_rmtree(f->dir);
+	free(f->dir);
+	free(f);
+	return 0;
+}
+
+#define N 40
+
+static void completions_arrive_on_the_fd(void **state)
+{
+	struct fx *f = *state;
+	static char bodies[N][32];
+	fsafe_async *a;
+	uint64_t ids[N];
+
+	assert_int_equal(fsafe_async_new(NULL, &a), 0);
+	int fd = fsafe_async_fd(a);
+	for (int i = 0; i < N; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "f%02d", i);
+		snprintf(bodies[i], sizeof(bodies[i]), "body %d", i);
+		assert_int_equal(fsafe_async_submit(a, f->dirfd, name, bodies[i],
+		                                    strlen(bodies[i]), NULL,
+		                                    bodies[i], &ids[i]),
+		                 0);
+	}
+	int seen = 0;
+	while (seen < N) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		assert_int_equal(poll(&p, 1, 30000), 1);
+		struct fsafe_async_completion c[8];
+		int n = fsafe_async_reap(a, c, 8);
+		assert_true(n >= 0);
+		for (int k = 0; k < n; k++) {
+			assert_int_equal(c[k].result, 0);
+			int i = (int)(c[k].id - ids[0]);
+			assert_ptr_equal(c[k].user, bodies[i]);
+		}
+		seen += n;
+	}
+	/* Everything reaped: the fd is quiet and wait says nothing is left. */
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	assert_int_equal(poll(&p, 1, 0), 0);
+	assert_int_equal(fsafe_async_wait(a, 0), -ENOENT);
+	fsafe_async_free(a);
+	for (int i = 0; i < N; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "f%02d", i);
+		assert_true(tu_equals(f->dir, name, bodies[i], strlen(bodies[i])));
+	}
+	assert_int_equal(tu_count_staging(f->dir), 0);
+	assert_int_equal(fault_open_fds(), f->fds_before);
+}
+
+static void blocking_wait_and_errors(void **state)
+{
+	struct fx *f = *state;
+	struct fsafe_write_opts co = FSAFE_WRITE_OPTS_INIT;
+	struct fsafe_async_completion c;
+	fsafe_async *a;
+
+	tu_put(f->dir, "taken", "old", 3);
+	co.flags = FSAFE_CREATE_ONLY;
+	assert_int_equal(fsafe_async_new(NULL, &a), 0);
+	assert_int_equal(fsafe_async_submit(a, f->dirfd, "taken", "new", 3, &co,
+	                                    NULL, NULL),
+	                 0);
+	assert_int_equal(fsafe_async_wait(a, -1), 0);
+	assert_int_equal(fsafe_async_reap(a, &c, 1), 1);
+	assert_int_equal(c.result, -EEXIST);
+	assert_true(tu_equals(f->dir, "taken", "old", 3));
+	/* Bad options are refused at submit. */
+	co.flags = 1u << 30;
+	assert_int_equal(fsafe_async_submit(a, f->dirfd, "x", "x", 1, &co, NULL,
+	                                    NULL),
+	                 -EINVAL);
+	fsafe_async_free(a);
+}
+
+/* Hold the worker inside its first system call until released, so that
+   a later submission is certainly still queued when it is cancelled. */
+static sem_t entered, release;
+
+static void hold_worker(int call, const char *name)
+{
+	(void)call, (void)name;
+	sem_post(&entered);
+	while (sem_wait(&release) < 0)
+		;
+}
+
+static void cancel_only_touches_queued_writes(void **state)
+{
+	struct fx *f = *state;
+	fsafe_async *a;
+	uint64_t first, second;
+
+	sem_init(&entered, 0, 0);
+	sem_init(&release, 0, 0);
+	assert_int_equal(fsafe_async_new(NULL, &a), 0);
+	fault_install(&(struct fault_plan){
+		.kind = FAULT_HOOK, .at = 1, .hook = hold_worker });
+	assert_int_equal(fsafe_async_submit(a, f->dirfd, "first", "1", 1, NULL,
+	                                    NULL, &first),
+	                 0);
+	while (sem_wait(&entered) < 0)
+		;
+	assert_int_equal(fsafe_async_submit(a, f->dirfd, "second", "2", 1, NULL,
+	                                    NULL, &second),
+	                 0);
+	assert_int_equal(fsafe_async_cancel(a, second), 0);
+	assert_int_equal(fsafe_async_cancel(a, first), -EBUSY);
+	assert_int_equal(fsafe_async_cancel(a, 987654), -ENOENT);
+	sem_post(&release);
+
+	struct fsafe_async_completion c[2];
+	int got = 0;
+	while (got < 2) {
+		assert_int_equal(fsafe_async_wait(a, 30000), 0);
+		got += fsafe_async_reap(a, c + got, (size_t)(2 - got));
+	}
+	fault_remove();
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(c[i].result, c[i].id == first ? 0 : -ECANCELED);
+	assert_int_equal(fsafe_async_cancel(a, first), -ENOENT);
+	fsafe_async_free(a);
+	assert_true(tu_equals(f->dir, "first", "1", 1));
+	assert_int_equal(tu_count_entries(f->dir), 1); /* "second" untouched */
+	sem_destroy(&entered);
+	sem_destroy(&release);
+}
+
+static void *free_in_thread(void *a)
+{
+	fsafe_async_free(a);
+	return NULL;
+}
+
+static void free_cancels_queued_writes(void **state)
+{
+	struct fx *f = *state;
+	fsafe_async *a;
+	pthread_t t;
+
+	sem_init(&entered, 0, 0);
+	sem_init(&release, 0, 0);
+	assert_int_equal(fsafe_async_new(NULL, &a), 0);
+	fault_install(&(struct fault_plan){
+		.kind = FAULT_HOOK, .at = 1, .hook = hold_worker });
+	assert_int_equal(fsafe_async_submit(a, f->dirfd, "running", "r", 1, NULL,
+	                                    NULL, NULL),
+	                 0);
+	while (sem_wait(&entered) < 0)
+		;
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(fsafe_async_submit(a, f->dirfd, "queued", "q", 1,
+		                                    NULL, NULL, NULL),
+		                 0);
+	/* free() cancels the queued writes (announced on the fd) before it
+	   waits for the running one, which it finishes. */
+	int fd = fsafe_async_fd(a);
+	assert_int_equal(pthread_create(&t, NULL, free_in_thread, a), 0);
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	assert_int_equal(poll(&p, 1, 30000), 1);
+	sem_post(&release);
+	pthread_join(t, NULL);
+	fault_remove();
+	assert_true(tu_equals(f->dir, "running", "r", 1));
+	assert_int_equal(tu_count_entries(f->dir), 1);
+	assert_int_equal(fault_open_fds(), f->fds_before);
+	fsafe_async_free(NULL);
+	sem_destroy(&entered);
+	sem_destroy(&release);
+}
+
+int main(void)
+{
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+	const struct CMUnitTest tests[] = {
+		T(completions_arrive_on_the_fd),
+		T(blocking_wait_and_errors),
+		T(cancel_only_touches_queued_writes),
+		T(free_cancels_queued_writes),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
