@@ -75,6 +75,39 @@ static bool tolerated(const struct cu_trace *t, int call)
 	       (!strcmp(n, "unlinkat") && call > t->publish);
 }
 
+/*
+ * Whether fsafe_error.step tells the caller what actually failed, in the
+ * words fsafe.h promises. Only a create-only publish has a choice: the
+ * no-replace rename and the link fallback are one step to the caller.
+ */
+static bool step_names_call(const char *step, const char *call)
+{
+	static const struct {
+		const char *call, *step, *alt;
+	} map[] = {
+		{ "openat", "open", "open directory" },
+		{ "fstatat", "stat", NULL },
+		{ "readlinkat", "readlink", NULL },
+		{ "mkdirat", "mkdir", NULL },
+		{ "fcntl", "lock", NULL },
+		{ "fchown", "chown", NULL },
+		{ "fchmod", "chmod", NULL },
+		{ "getrandom", "getrandom", NULL },
+		{ "write", "write", NULL },
+		{ "linkat", "link", NULL },
+		{ "fdatasync", "fsync", NULL },
+		{ "renameat", "rename", NULL },
+		{ "renameat2", "link", "rename" },
+		{ "fsync", "fsync directory", NULL },
+	};
+
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (!strcmp(call, map[i].call))
+			return !strcmp(step, map[i].step) ||
+			       (map[i].alt && !strcmp(step, map[i].alt));
+	return false;
+}
+
 /* NULL if the outcome of one case is acceptable, else why not. */
 static const char *judge(const struct cu_variant *v, const struct cu_trace *t,
                          int n, struct fcase c, int r,
@@ -150,6 +183,11 @@ static const char *judge(const struct cu_variant *v, const struct cu_trace *t,
 		         cu_content_name(cu_before(v)), err->code,
 		         err->sys_errno, err->step ? err->step : "NULL",
 		         err->published);
+		return buf;
+	}
+	if (!step_names_call(err->step, first_name)) {
+		snprintf(buf, len, "step \"%s\" does not name the failed %s",
+		         err->step, first_name);
 		return buf;
 	}
 	return NULL;
