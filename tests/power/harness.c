@@ -197,8 +197,8 @@ static bool known(const struct pw_workload *w, const char *name)
 	return false;
 }
 
-/* Entries of dir that are neither known nor staging names (when
-   staging_too, staging names count as stray as well). */
+/* Entries of dir that are neither known nor leftovers (staging names, the
+   module's own); when staging_too, leftovers count as stray as well. */
 static const char *stray(const struct pw_workload *w, int root,
                          const char *dir, bool staging_too, char *buf,
                          size_t len)
@@ -214,7 +214,8 @@ static const char *stray(const struct pw_workload *w, int root,
 	for (struct dirent *e; !bad && (e = readdir(d));) {
 		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
 			continue;
-		bool st = fsafe_is_staging_name(e->d_name);
+		bool st = fsafe_is_staging_name(e->d_name) ||
+		          (w->leftover && w->leftover(e->d_name));
 		if (staging_too && st) {
 			snprintf(buf, len, "recovery left %s/%s", dir,
 			         e->d_name);

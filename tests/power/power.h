@@ -60,6 +60,10 @@ struct pw_workload {
 	const char *const *dirs;
 	/* Names other than staging names that may exist in those dirs. */
 	const char *const *known;
+	/* The module's own leftovers (a lock's private names, say), allowed
+	   after a crash like staging names; NULL: none. Recovery must remove
+	   them as the sweep removes staging names. */
+	bool (*leftover)(const char *name);
 	/* FSAFE__BREAK_* switches whose removal this workload must expose
 	   (at least one violation in each layer). */
 	unsigned catches;

@@ -361,6 +361,14 @@ static void cut_every_call(const struct pw_workload *w, int repeats,
 	int calls = sh->calls;
 	const char *names[512];
 	memcpy(names, sh->name, sizeof(names));
+	/* The uncut run must hold the invariants too (no power cut at all). */
+	int c = open_case();
+	const char *bad = pw_judge(w, c, &sh->prog, why, sizeof(why));
+	close(c);
+	if (bad) {
+		snprintf(t->first[t->violations++], sizeof(t->first[0]),
+		         "uncut run: %s", bad);
+	}
 
 	for (int n = 1; n <= calls; n++) {
 		for (int rep = 0; rep < repeats; rep++) {
@@ -377,9 +385,8 @@ static void cut_every_call(const struct pw_workload *w, int repeats,
 			if (!do_mount())
 				fail_msg("remount after the cut: %s",
 				         strerror(errno));
-			int c = open_case();
-			const char *bad = pw_judge(w, c, &sh->prog, why,
-			                           sizeof(why));
+			c = open_case();
+			bad = pw_judge(w, c, &sh->prog, why, sizeof(why));
 			close(c);
 			t->cuts++;
 			if (bad) {
@@ -411,8 +418,10 @@ static void require_fs(void)
 		print_message("SKIP: %s\n", env.why);
 		skip();
 	}
-	/* An earlier test may have failed between unmount and mount. */
-	if (!env.mounted && !do_mount())
+	/* An earlier test may have failed anywhere in a cut: start from a
+	   fresh mount. */
+	do_umount();
+	if (!do_mount())
 		fail_msg("mount %s: %s", env.dev, strerror(errno));
 }
 

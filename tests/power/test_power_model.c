@@ -1,8 +1,9 @@
 /*
  * Layer B: every crash state an abstract persistence model allows.
  *
- * Recording. A workload runs once in a scratch directory on an ordinary
- * filesystem with a recording system-call table swapped in. The initial
+ * Recording. A workload runs once, in a child process (as in Layer A, the
+ * process that ran it is dead when recovery runs), in a scratch directory
+ * on an ordinary filesystem with a recording system-call table swapped in. The initial
  * tree (directories, entries, file contents, hard links by inode) is
  * captured first and counts as durable. The recorder then logs, per table
  * call, the operations that change persistent state, naming objects by
@@ -73,7 +74,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -133,7 +136,13 @@ struct op {
 	unsigned char *data;    /* OP_WRITE: the bytes */
 };
 
-static struct {
+/*
+ * The recording lives in memory shared with the child that runs the
+ * workload (so an owner record names a process that is dead by the time
+ * recovery runs, as after a real crash); the bytes it logs come from a
+ * shared arena so the pointers stay valid in the parent.
+ */
+struct recstate {
 	struct obj obj[MAX_OBJ];
 	int nobj;
 	struct op log[MAX_LOG];
@@ -141,40 +150,60 @@ static struct {
 	int calls;
 	const char *callname[MAX_LOG * 4 + 2]; /* 1-based */
 	char error[256];        /* first thing the recorder could not follow */
-} rec;
+	struct pw_progress prog;
+	size_t arena_used;
+};
+static struct recstate *R;
+static unsigned char *arena;
+#define ARENA_SIZE ((size_t)64 << 20)
+
+static void rec_fail(const char *fmt, ...);
+
+static void *arena_copy(const void *b, size_t n)
+{
+	size_t at = (R->arena_used + 15) & ~(size_t)15;
+
+	if (at + n > ARENA_SIZE) {
+		rec_fail("the recording arena is full");
+		return NULL;
+	}
+	R->arena_used = at + n;
+	memcpy(arena + at, b, n);
+	return arena + at;
+}
 
 static void rec_fail(const char *fmt, ...)
 {
 	va_list ap;
 
-	if (rec.error[0])
+	if (R->error[0])
 		return;
 	va_start(ap, fmt);
-	vsnprintf(rec.error, sizeof(rec.error), fmt, ap);
+	vsnprintf(R->error, sizeof(R->error), fmt, ap);
 	va_end(ap);
 }
 
 static int new_obj(ino_t ino, bool dir)
 {
-	if (rec.nobj == MAX_OBJ) {
+	if (R->nobj == MAX_OBJ) {
 		rec_fail("more than %d objects", MAX_OBJ);
 		return 0;
 	}
 	/* A reused inode number is a new object: forget the old binding. */
-	for (int i = 0; i < rec.nobj; i++)
-		if (rec.obj[i].ino == ino)
-			rec.obj[i].ino = 0;
-	struct obj *o = &rec.obj[rec.nobj];
+	for (int i = 0; i < R->nobj; i++)
+		if (R->obj[i].ino == ino)
+			R->obj[i].ino = 0;
+	struct obj *o = &R->obj[R->nobj];
 	memset(o, 0, sizeof(*o));
 	o->dir = dir;
 	o->ino = ino;
-	return rec.nobj++;
+	return R->nobj++;
 }
 
 static int id_of_ino(ino_t ino)
 {
-	for (int i = 0; i < rec.nobj; i++)
-		if (rec.obj[i].ino == ino)
+	for (int i = 0; i < R->nobj; i++)
+		if (R->obj[i].ino == ino)
 			return i;
 	rec_fail("inode %lu is not in the model", (unsigned long)ino);
 	return 0;
@@ -193,14 +222,14 @@ static int id_of_fd(int fd)
 
 static struct op *log_op(enum opkind k, int id)
 {
-	if (rec.nlog == MAX_LOG) {
+	if (R->nlog == MAX_LOG) {
 		rec_fail("more than %d operations", MAX_LOG);
-		return &rec.log[MAX_LOG - 1];
+		return &R->log[MAX_LOG - 1];
 	}
-	struct op *o = &rec.log[rec.nlog++];
+	struct op *o = &R->log[R->nlog++];
 	memset(o, 0, sizeof(*o));
 	o->kind = k;
-	o->call = rec.calls;
+	o->call = R->calls;
 	o->id = id;
 	return o;
 }
@@ -245,15 +274,15 @@ static struct fsafe_sys rec_sys;
 
 static int rec_calls(void)
 {
-	return rec.calls;
+	return R->calls;
 }
 
 /* Count a table call and remember its name (for messages). */
 static void tick(const char *name)
 {
-	rec.calls++;
-	if (rec.calls < (int)(sizeof(rec.callname) / sizeof(rec.callname[0])))
-		rec.callname[rec.calls] = name;
+	R->calls++;
+	if (R->calls < (int)(sizeof(R->callname) / sizeof(R->callname[0])))
+		R->callname[R->calls] = name;
 }
 
 static int r_openat(int d, const char *p, int f, mode_t m)
@@ -302,9 +331,7 @@ static void log_write(int fd, off_t off, const void *b, ssize_t n)
 	struct op *o = log_op(OP_WRITE, id_of_ino(st.st_ino));
 	o->off = off;
 	o->len = (size_t)n;
-	if (!(o->data = malloc((size_t)n)))
-		abort();
-	memcpy(o->data, b, (size_t)n);
+	o->data = arena_copy(b, (size_t)n);
 }
 
 static ssize_t r_write(int fd, const void *b, size_t n)
@@ -497,6 +524,7 @@ COUNTED(int, close, (int fd), (fd))
 COUNTED(ssize_t, getrandom, (void *b, size_t n, unsigned f), (b, n, f))
 COUNTED(int, ioctl, (int fd, unsigned long r, void *a), (fd, r, a))
 COUNTED(int, kill, (pid_t p, int s), (p, s))
+COUNTED(int, flock, (int fd, int op), (fd, op))
 
 /*
  * Entries not named here pass through uncounted and unlogged. A new entry
@@ -533,6 +561,7 @@ static void rec_table_init(const struct fsafe_sys *next)
 	rec_sys.getrandom = c_getrandom;
 	rec_sys.ioctl = c_ioctl;
 	rec_sys.kill = c_kill;
+	rec_sys.flock = c_flock;
 }
 
 /* ---- capturing the initial tree ---------------------------------------- */
@@ -579,8 +608,8 @@ static void capture(int fd, int id)
 			fail_msg("%s: only files and directories are modelled",
 			         e->d_name);
 		int child = -1;
-		for (int i = 0; i < rec.nobj; i++)
-			if (rec.obj[i].ino == st.st_ino)
+		for (int i = 0; i < R->nobj; i++)
+			if (R->obj[i].ino == st.st_ino)
 				child = i; /* a second name of a captured file */
 		if (child < 0) {
 			child = new_obj(st.st_ino, S_ISDIR(st.st_mode));
@@ -589,10 +618,14 @@ static void capture(int fd, int id)
 				                 O_RDONLY | O_DIRECTORY);
 				capture(sub, child);
 			} else {
-				read_all(fd, e->d_name, &rec.obj[child].f);
+				struct mfile *f = &R->obj[child].f;
+				read_all(fd, e->d_name, f);
+				void *b = f->data;
+				f->data = arena_copy(b, f->size);
+				free(b);
 			}
 		}
-		struct mdir *md = &rec.obj[id].d;
+		struct mdir *md = &R->obj[id].d;
 		if (md->n == MAX_ENT || strlen(e->d_name) >= NAMELEN)
 			fail_msg("initial tree too large");
 		strcpy(md->e[md->n].name, e->d_name);
@@ -728,7 +761,7 @@ static void file_choices(int id, struct pending_file *pf)
 			add_choice(pf, all & ~(1u << j), -1, V_NONE);
 	}
 	for (int j = 0; j < pf->n; j++) {
-		const struct op *o = &rec.log[pf->ops[j]];
+		const struct op *o = &R->log[pf->ops[j]];
 		if (o->kind == OP_TRUNC) {
 			size = o->len;
 			continue;
@@ -768,7 +801,7 @@ static void dir_apply(struct mdir *d, const struct half *h)
 static int last_sync(int id, int prefix)
 {
 	for (int i = prefix - 1; i >= 0; i--)
-		if (rec.log[i].kind == OP_SYNC && rec.log[i].id == id)
+		if (R->log[i].kind == OP_SYNC && R->log[i].id == id)
 			return i;
 	return -1;
 }
@@ -779,7 +812,7 @@ static int halves(int prefix, struct half *h, int *dir)
 	int n = 0;
 
 	for (int i = 0; i < prefix; i++) {
-		const struct op *o = &rec.log[i];
+		const struct op *o = &R->log[i];
 		switch (o->kind) {
 		case OP_CREATE: case OP_MKDIR: case OP_LINK:
 			dir[n] = o->dir;
@@ -810,14 +843,14 @@ static void crash_point(int prefix)
 
 	cp.prefix = prefix;
 	cp.npd = 0;
-	for (int id = 0; id < rec.nobj; id++) {
+	for (int id = 0; id < R->nobj; id++) {
 		int s = last_sync(id, prefix);
 		cp.pd_of[id] = -1;
-		cp.durable[id] = rec.obj[id].d;
-		mf_set(&cp.base[id], rec.obj[id].f.data, rec.obj[id].f.size);
+		cp.durable[id] = R->obj[id].d;
+		mf_set(&cp.base[id], R->obj[id].f.data, R->obj[id].f.size);
 		cp.pf[id].n = 0;
 		for (int i = 0; i < prefix; i++) {
-			const struct op *o = &rec.log[i];
+			const struct op *o = &R->log[i];
 			if (o->id != id ||
 			    (o->kind != OP_WRITE && o->kind != OP_TRUNC))
 				continue;
@@ -853,7 +886,7 @@ static void build_dirs(const unsigned *dmask)
 {
 	int stack[MAX_OBJ], sp = 0;
 
-	for (int id = 0; id < rec.nobj; id++) {
+	for (int id = 0; id < R->nobj; id++) {
 		st.d[id] = cp.durable[id];
 		st.reach[id] = false;
 		int k = cp.pd_of[id];
@@ -873,7 +906,7 @@ static void build_dirs(const unsigned *dmask)
 			if (st.reach[c])
 				continue;
 			st.reach[c] = true;
-			if (rec.obj[c].dir)
+			if (R->obj[c].dir)
 				stack[sp++] = c;
 			else
 				st.files[st.nfiles++] = c;
@@ -888,7 +921,7 @@ static void build_file(int id, const struct fchoice *c)
 	mf_set(&st.f[id], cp.base[id].data, cp.base[id].size);
 	for (int j = 0; j < pf->n; j++)
 		if (c->mask & (1u << j))
-			apply_data(&st.f[id], &rec.log[pf->ops[j]],
+			apply_data(&st.f[id], &R->log[pf->ops[j]],
 			           j == c->vop ? c->v : V_NONE);
 }
 
@@ -919,7 +952,7 @@ static uint64_t hash_dir(uint64_t h, int id)
 	for (int i = 0; i < n; i++) {
 		h = fnv(h, e[i].name, strlen(e[i].name) + 1);
 		h = fnv(h, &e[i].id, sizeof(e[i].id));
-		if (rec.obj[e[i].id].dir)
+		if (R->obj[e[i].id].dir)
 			h = hash_dir(fnv(h, "{", 1), e[i].id), h = fnv(h, "}", 1);
 		else
 			h = fnv(fnv(h, &st.f[e[i].id].size, sizeof(size_t)),
@@ -956,7 +989,7 @@ static void materialize(int fd, int id, const char *path)
 		const struct ment *e = &st.d[id].e[i];
 		char p[PATH_MAX];
 		snprintf(p, sizeof(p), "%s/%s", path, e->name);
-		if (rec.obj[e->id].dir) {
+		if (R->obj[e->id].dir) {
 			if (mkdirat(fd, e->name, 0755) < 0)
 				fail_msg("mkdir %s: %s", p, strerror(errno));
 			int sub = openat(fd, e->name, O_RDONLY | O_DIRECTORY);
@@ -1001,7 +1034,7 @@ static void describe(const unsigned *dmask, char *buf, size_t len)
 		const struct fchoice *c = &pf->ch[st.fch[id]];
 		PUT(" file#%d[", id);
 		for (int j = 0; j < pf->n; j++) {
-			const struct op *o = &rec.log[pf->ops[j]];
+			const struct op *o = &R->log[pf->ops[j]];
 			PUT("%s%s%s %zu@%lld%s%s", j ? " " : "",
 			    c->mask & (1u << j) ? "" : "lost:", opname[o->kind],
 			    o->len, (long long)o->off, j == c->vop ? " " : "",
@@ -1044,7 +1077,7 @@ static void judge_state(const struct pw_workload *w,
 		snprintf(t->first[t->violations], sizeof(t->first[0]),
 		         "crash before call %d (%s), %d of %d ops returned: %s;"
 		         " persisted:%s", k,
-		         k <= rec.calls ? rec.callname[k] : "after return",
+		         k <= R->calls ? R->callname[k] : "after return",
 		         p->returned, t->ops, bad, what);
 	}
 	t->violations++;
@@ -1105,11 +1138,7 @@ static char *scratch;
 
 static void rec_reset(void)
 {
-	for (int i = 0; i < rec.nobj; i++)
-		free(rec.obj[i].f.data);
-	for (int i = 0; i < rec.nlog; i++)
-		free(rec.log[i].data);
-	memset(&rec, 0, sizeof(rec));
+	memset(R, 0, sizeof(*R));
 }
 
 static void record(const struct pw_workload *w, struct pw_progress *p)
@@ -1128,17 +1157,28 @@ static void record(const struct pw_workload *w, struct pw_progress *p)
 	new_obj(sb.st_ino, true); /* the root is object 0 */
 	capture(dup(root), 0);
 
-	rec_table_init(&pw_sys_det);
-	pw_det_reset();
-	pw_calls_now = rec_calls;
-	memset(p, 0, sizeof(*p));
-	fsafe__sys_swap(&rec_sys);
-	w->run(root, p);
-	fsafe__sys_swap(NULL);
-	pw_calls_now = NULL;
+	pid_t pid = fork();
+	if (pid < 0)
+		fail_msg("fork: %s", strerror(errno));
+	if (pid == 0) {
+		rec_table_init(&pw_sys_det);
+		pw_det_reset();
+		pw_calls_now = rec_calls;
+		fsafe__sys_swap(&rec_sys);
+		w->run(root, &R->prog);
+		fsafe__sys_swap(NULL);
+		_exit(0);
+	}
+	int status;
+	if (waitpid(pid, &status, 0) != pid)
+		fail_msg("waitpid: %s", strerror(errno));
 	close(root);
-	if (rec.error[0])
-		fail_msg("%s: the recorder lost track: %s", w->name, rec.error);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		fail_msg("%s: the recording child failed, status %#x", w->name,
+		         status);
+	*p = R->prog;
+	if (R->error[0])
+		fail_msg("%s: the recorder lost track: %s", w->name, R->error);
 }
 
 static const char *log_text(char *buf, size_t len)
@@ -1146,14 +1186,14 @@ static const char *log_text(char *buf, size_t len)
 	size_t n = 0;
 
 	buf[0] = '\0';
-	for (int i = 0; i < rec.nlog && n < len; i++) {
-		const struct op *o = &rec.log[i];
+	for (int i = 0; i < R->nlog && n < len; i++) {
+		const struct op *o = &R->log[i];
 		n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? " " : "",
 		                      opname[o->kind]);
 		if (o->kind == OP_SYNC)
 			n += (size_t)snprintf(buf + n, n < len ? len - n : 0,
 			                      "(%s#%d)",
-			                      rec.obj[o->id].dir ? "dir" : "file",
+			                      R->obj[o->id].dir ? "dir" : "file",
 			                      o->id);
 	}
 	return buf;
@@ -1177,9 +1217,9 @@ static void model(const struct pw_workload *w, struct tally *t)
 	memset(seen, 0, SEEN_SLOTS * sizeof(*seen));
 	record(w, &prog);
 	t->ops = prog.returned;
-	for (int k = 1; k <= rec.calls + 1 && !t->bounded; k++) {
+	for (int k = 1; k <= R->calls + 1 && !t->bounded; k++) {
 		int p = 0;
-		while (p < rec.nlog && rec.log[p].call <= k - 1)
+		while (p < R->nlog && R->log[p].call <= k - 1)
 			p++;
 		struct pw_progress pk = prog;
 		pk.returned = 0;
@@ -1195,7 +1235,7 @@ static void model(const struct pw_workload *w, struct tally *t)
 	}
 	print_message("[ model %-38s ] %2d calls, %2d fs ops, %2d crash points,"
 	              " %4ld choices, %4d distinct states%s: %3d violations "
-	              "(%.2f s)\n", w->name, rec.calls, rec.nlog, t->points,
+	              "(%.2f s)\n", w->name, R->calls, R->nlog, t->points,
 	              t->enumerated, t->states,
 	              t->bounded ? " (bound hit)" : "", t->violations,
 	              now_s() - t0);
@@ -1262,6 +1302,12 @@ static int group_setup(void **state)
 {
 	(void)state;
 	pw_init();
+	R = mmap(NULL, sizeof(*R), PROT_READ | PROT_WRITE,
+	         MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	arena = mmap(NULL, ARENA_SIZE, PROT_READ | PROT_WRITE,
+	             MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (R == MAP_FAILED || arena == MAP_FAILED)
+		return -1;
 	seen = calloc(SEEN_SLOTS, sizeof(*seen));
 	scratch = tu_mkscratch();
 	scratchfd = open(scratch, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
