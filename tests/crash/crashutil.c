@@ -43,6 +43,9 @@ const struct cu_variant cu_variants[] = {
 	  CU_FOREIGN_OWNER },
 	{ "replace, stage linked via /proc", 0, true, false, CU_PLAIN,
 	  CU_NO_FLINK_CAP },
+	{ "managed writer, aborted", 0, true, true, CU_PLAIN, CU_ABORT },
+	{ "managed writer, aborted, NO_TMPFILE", FSAFE_NO_TMPFILE, true, true,
+	  CU_PLAIN, CU_ABORT },
 };
 const size_t cu_nvariants = sizeof(cu_variants) / sizeof(cu_variants[0]);
 
@@ -190,6 +193,10 @@ static int write_new(const struct cu_variant *v, int dirfd,
 		if (r < 0 && !first)
 			first = r;
 		off += chunk[i];
+	}
+	if (v->extra & CU_ABORT) {
+		fsafe_writer_abort(w);
+		return first;
 	}
 	r = fsafe_writer_commit(w);
 	return first && r != first ? CU_EMISMATCH : r;
@@ -459,10 +466,16 @@ void cu_count(const struct cu_variant *v, const char *scratch,
 		    !strcmp(t->name[i], "linkat"))
 			t->publish = i; /* publication is the last of these */
 	}
+	if (v->extra & CU_ABORT) {
+		if (t->publish)
+			fail_msg("%s: an aborted write renamed or linked",
+			         v->name);
+		t->publish = t->calls + 1;
+	}
 	if (!t->publish)
 		fail_msg("%s: no rename or link in the trace", v->name);
 	cu_observe(v, dirfd, &s);
-	if (s.content != CU_NEW || s.nstaging || s.problem)
+	if (s.content != cu_after(v) || s.nstaging || s.problem)
 		fail_msg("%s: clean write left %s, %d staging, %s", v->name,
 		         cu_content_name(s.content), s.nstaging,
 		         s.problem ? s.problem : "");

@@ -30,6 +30,8 @@ enum {
 	   the O_TMPFILE stage is linked through /proc/self/fd instead (only
 	   when the tests run with that capability). */
 	CU_NO_FLINK_CAP = 1u << 1,
+	/* Managed writer that writes NEW and then aborts: OLD must stay. */
+	CU_ABORT = 1u << 2,
 };
 
 struct cu_variant {
@@ -73,6 +75,12 @@ static inline enum cu_content cu_before(const struct cu_variant *v)
 	return v->old ? CU_OLD : CU_ABSENT;
 }
 
+/* What it holds after a write that completed. */
+static inline enum cu_content cu_after(const struct cu_variant *v)
+{
+	return v->extra & CU_ABORT ? cu_before(v) : CU_NEW;
+}
+
 #define CU_MAX_STAGING 8
 
 struct cu_state {
@@ -99,7 +107,8 @@ const char *cu_sweep_check(const struct cu_variant *v, int dirfd,
 struct cu_trace {
 	int calls;
 	const char *name[CU_MAX_CALLS + 1]; /* 1-based */
-	int publish;  /* the call that makes NEW visible (rename or link) */
+	int publish;  /* the call that makes NEW visible (rename or link);
+	                 calls + 1 for an aborted write, which never does */
 };
 
 /* Count a clean write in `scratch`/count; fails the test if it is not

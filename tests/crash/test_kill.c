@@ -80,7 +80,7 @@ static void kill_every_call(void **state)
 
 		/* Killed before call n runs: the publishing call ran iff
 		   n > publish. */
-		enum cu_content want = n > t.publish ? CU_NEW : cu_before(v);
+		enum cu_content want = n > t.publish ? cu_after(v) : cu_before(v);
 		cu_observe(v, dirfd, &s);
 		if (s.content != want || s.problem)
 			fail_msg("%s: kill before call %d (%s): target %s, "
