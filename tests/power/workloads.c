@@ -134,6 +134,22 @@ static const char *check_mkdir(int root, const struct pw_progress *p,
 	                 pw_done(p, 0, 0), buf, len);
 }
 
+/*
+ * Two writers race to create a/: the other one's mkdir of a has happened,
+ * its fsync of the root (the step that makes a durable) has not. Our write
+ * into a/b then finds a already there. It returns success only once
+ * a/b/target is durable; that needs a's entry in the root to be durable
+ * too, which nobody has made so yet. (The same holds when the other writer
+ * was killed between its mkdir and its fsync.)
+ */
+static void run_mkdir_race(int root, struct pw_progress *p)
+{
+	/* The other writer's call, through the table like all of its calls
+	   (so both layers see it). */
+	SYS->mkdirat(root, "a", 0777);
+	run_mkdir(root, p);
+}
+
 /* ---- sweep after a cut, then write --------------------------------------- */
 
 /*
@@ -225,6 +241,9 @@ const struct pw_workload pw_workloads[] = {
 	  .check = check_managed },
 	{ .name = "mkdir parents a/b/target", .dirs = mkdir_dirs,
 	  .known = mkdir_known, .catches = PUBLISHES, .run = run_mkdir,
+	  .check = check_mkdir },
+	{ .name = "mkdir a/b/target racing a mkdir of a", .dirs = mkdir_dirs,
+	  .known = mkdir_known, .run = run_mkdir_race,
 	  .check = check_mkdir },
 	{ .name = "sweep after a cut, then replace", .dirs = here,
 	  .known = target_only, .setup_old = old_leftovers,
