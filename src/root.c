@@ -278,9 +278,10 @@ int fsafe_root_writer_open(fsafe_root *root, const char *path,
 		fsafe__error_set(o.error, r, -r, e.step, false);
 		return note(root, r, &e);
 	}
+	/* The writer's failures are not about a component of the path. */
 	if ((r = fsafe__writer_open_target(&t, &o, out)) < 0) {
 		const char *step = o.error ? o.error->step : "open";
-		return note_step(root, r, step ? step : "open", t.name);
+		return note_step(root, r, step ? step : "open", "");
 	}
 	return note(root, 0, &e);
 }
