@@ -16,7 +16,8 @@
 #include "fsafe.h"
 
 static const char usage[] =
-	"usage: fsafe sweep --older-than DURATION [--dry-run] [-0] DIR...\n";
+	"usage: fsafe sweep --older-than DURATION [--dry-run] [-0]\n"
+	"                   [--root ROOT] DIR...\n";
 
 static const char help[] =
 	"Remove abandoned staging files (see fsafe is-staging) directly in\n"
@@ -27,11 +28,15 @@ static const char help[] =
 	"                             h or d (no unit: seconds); required\n"
 	"  -n, --dry-run              print what would go, remove nothing\n"
 	"  -0, --null                 end each name with NUL, not newline\n"
+	"  -r, --root ROOT            each DIR is relative to ROOT and cannot\n"
+	"                             leave it: no absolute path, no '..'\n"
+	"                             above ROOT, no symbolic link on the way\n"
 	"  -h, --help                 this text\n"
 	"\n"
 	"Exit status: 0 every DIR swept, 1 some DIR failed, 2 usage error.\n";
 
 struct sweep_args {
+	const char *root;
 	uint64_t older_than_ms;
 	bool have_age;
 	unsigned flags;
@@ -59,13 +64,14 @@ static int parse_args(int argc, char **argv, struct sweep_args *a)
 		{ "older-than", required_argument, NULL, 'o' },
 		{ "dry-run", no_argument, NULL, 'n' },
 		{ "null", no_argument, NULL, '0' },
+		{ "root", required_argument, NULL, 'r' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	int c, r;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":o:n0h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":o:n0r:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'o':
 			if ((r = parse_age(optarg, a)) != CLI_OK)
@@ -73,6 +79,7 @@ static int parse_args(int argc, char **argv, struct sweep_args *a)
 			break;
 		case 'n': a->flags |= FSAFE_SWEEP_DRY_RUN; break;
 		case '0': a->sep = '\0'; break;
+		case 'r': a->root = optarg; break;
 		case 'h': a->help = true; return CLI_OK;
 		default: return cli_bad_option("sweep", argv, c, usage);
 		}
@@ -96,37 +103,52 @@ static void print_names(const char *dir, const fsafe_sweep_result *res,
 		       sep);
 }
 
-/* Sweeps one DIR; false if it failed (after a message). */
+/* Sweeps one DIR (beneath `root` if not NULL); false if it failed (after
+   a message, which names the refused component of a contained DIR). */
 static bool sweep_dir(const char *dir, const struct sweep_args *a,
-                      const fsafe_cancel *cancel)
+                      fsafe_root *root, const fsafe_cancel *cancel)
 {
 	fsafe_sweep_result *res = NULL;
-	int r = fsafe_sweep(AT_FDCWD, dir, a->older_than_ms, a->flags, cancel,
-	                    &res);
+	int r = root ? fsafe_root_sweep(root, dir, a->older_than_ms, a->flags,
+	                                cancel, &res)
+	             : fsafe_sweep(AT_FDCWD, dir, a->older_than_ms, a->flags,
+	                           cancel, &res);
+	struct fsafe_error e;
+	const char *comp = root ? fsafe_root_last_error(root, &e) : "";
 
 	/* Whatever went is listed, even when the sweep stopped half-way. */
 	print_names(dir, res, a->sep);
 	fsafe_sweep_result_free(res);
 	if (r >= 0 || r == -ECANCELED)
 		return true;
-	cli_warn("sweep %s: %s", dir, fsafe_strerror(r));
+	if (*comp)
+		cli_warn("sweep %s: %s: '%s' (beneath %s): %s", dir, e.step,
+		         comp, a->root, fsafe_strerror(r));
+	else
+		cli_warn("sweep %s: %s", dir, fsafe_strerror(r));
 	return false;
 }
 
 static int run(int argc, char **argv, const struct sweep_args *a)
 {
 	fsafe_cancel *cancel;
+	fsafe_root *root = NULL;
 	bool ok = true;
 	int r;
 
+	if (a->root && (r = fsafe_root_open(a->root, 0, &root)) < 0) {
+		cli_warn("sweep: --root %s: %s", a->root, fsafe_strerror(r));
+		return CLI_FAIL;
+	}
 	if ((r = fsafe_cancel_new(&cancel)) < 0 ||
 	    (r = cli_signal_catch(cancel)) < 0) {
 		cli_warn("sweep: %s", fsafe_strerror(r));
 		fsafe_cancel_free(cancel);
+		fsafe_root_close(root);
 		return CLI_FAIL;
 	}
 	for (int i = optind; i < argc && !cli_signal_caught(); i++)
-		ok &= sweep_dir(argv[i], a, cancel);
+		ok &= sweep_dir(argv[i], a, root, cancel);
 	/* A reader that went away (SIGPIPE) ends us quietly, like any
 	   filter; the listing is flushed first so nothing removed goes
 	   unreported. */
@@ -135,6 +157,7 @@ static int run(int argc, char **argv, const struct sweep_args *a)
 		return cli_signal_reraise();
 	ok &= cli_flush_stdout("sweep");
 	fsafe_cancel_free(cancel);
+	fsafe_root_close(root);
 	return ok ? CLI_OK : CLI_FAIL;
 }
 

@@ -24,7 +24,7 @@
 static const char usage[] =
 	"usage: fsafe write [--mode MODE] [--create-only] [--no-follow] "
 	"[--mkdir]\n"
-	"                   [--no-sync] [--no-tmpfile] FILE\n";
+	"                   [--no-sync] [--no-tmpfile] [--root DIR] FILE\n";
 
 static const char help[] =
 	"Replace FILE atomically with standard input: readers see the old\n"
@@ -39,6 +39,10 @@ static const char help[] =
 	"  -s, --no-sync     atomic but not durable (skip every fsync)\n"
 	"      --no-tmpfile  always stage under a visible staging name\n"
 	"                    (for filesystems that misreport O_TMPFILE)\n"
+	"  -r, --root DIR    FILE is relative to DIR and cannot leave it: an\n"
+	"                    absolute path, '..' above DIR or a symbolic link\n"
+	"                    on the way is refused (--no-follow replaces a\n"
+	"                    link at FILE), and nothing is made outside DIR\n"
 	"  -h, --help        this text\n"
 	"\n"
 	"On failure or on SIGINT, SIGTERM, SIGHUP or SIGPIPE while reading,\n"
@@ -47,6 +51,7 @@ static const char help[] =
 
 struct write_args {
 	const char *file;
+	const char *root;
 	struct fsafe_write_opts opts;
 	bool help;
 };
@@ -86,13 +91,14 @@ static int parse_args(int argc, char **argv, struct write_args *a)
 		{ "mkdir", no_argument, NULL, 'p' },
 		{ "no-sync", no_argument, NULL, 's' },
 		{ "no-tmpfile", no_argument, NULL, OPT_NO_TMPFILE },
+		{ "root", required_argument, NULL, 'r' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	int c;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":m:cnpsh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":m:cnpsr:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'm':
 			if (parse_mode(optarg, &a->opts.mode) < 0)
@@ -105,6 +111,7 @@ static int parse_args(int argc, char **argv, struct write_args *a)
 		case 'p': a->opts.flags |= FSAFE_MKDIR; break;
 		case 's': a->opts.flags |= FSAFE_NO_SYNC; break;
 		case OPT_NO_TMPFILE: a->opts.flags |= FSAFE_NO_TMPFILE; break;
+		case 'r': a->root = optarg; break;
 		case 'h': a->help = true; return CLI_OK;
 		default: return cli_bad_option("write", argv, c, usage);
 		}
@@ -134,6 +141,44 @@ static int report(const char *file, int r, const struct fsafe_error *e,
 	else
 		cli_warn("write %s: %s; %s unchanged", file, why, file);
 	return CLI_FAIL;
+}
+
+/*
+ * The writer for FILE beneath --root DIR. The root is needed only until
+ * the writer holds FILE's directory. A refused path is named down to the
+ * component that was refused.
+ */
+static int open_root_writer(const struct write_args *a,
+                            const struct fsafe_error *e, fsafe_writer **w)
+{
+	fsafe_root *root;
+	int r = fsafe_root_open(a->root, 0, &root);
+
+	if (r < 0) {
+		cli_warn("write %s: --root %s: %s; nothing written", a->file,
+		         a->root, fsafe_strerror(r));
+		return CLI_FAIL;
+	}
+	r = fsafe_root_writer_open(root, a->file, &a->opts, w);
+	const char *comp = fsafe_root_last_error(root, NULL);
+	if (r < 0 && *comp)
+		cli_warn("write %s: %s: '%s' (beneath %s): %s; %s unchanged",
+		         a->file, e->step, comp, a->root, fsafe_strerror(r),
+		         a->file);
+	else if (r < 0)
+		report(a->file, r, e, a->opts.flags);
+	fsafe_root_close(root);
+	return r < 0 ? CLI_FAIL : CLI_OK;
+}
+
+/* The writer for FILE; CLI_OK, or the exit status after a message. */
+static int open_writer(const struct write_args *a,
+                       const struct fsafe_error *e, fsafe_writer **w)
+{
+	if (a->root)
+		return open_root_writer(a, e, w);
+	int r = fsafe_writer_open(AT_FDCWD, a->file, &a->opts, w);
+	return r < 0 ? report(a->file, r, e, a->opts.flags) : CLI_OK;
 }
 
 /* Waits for input while letting our signals through; -EINTR if one came. */
@@ -213,8 +258,8 @@ static int run(struct write_args *a)
 		         a->file, strerror(errno), a->file);
 		return CLI_FAIL;
 	}
-	if ((r = fsafe_writer_open(AT_FDCWD, a->file, &a->opts, &w)) < 0)
-		return report(a->file, r, &e, a->opts.flags);
+	if ((r = open_writer(a, &e, &w)) != CLI_OK)
+		return r;
 	if ((r = copy_input(w, a, &waitmask)) != 0)
 		return r;
 	/* The last chance to back out; from here on the commit runs to its
