@@ -40,6 +40,11 @@ staging_names() {
 	done
 }
 
+# True when directory $1 holds a staging file.
+has_staging() {
+	[ -n "$(staging_names "$1")" ]
+}
+
 # Polls (bounded: about 10 s) until the command "$@" succeeds. Waiting on
 # a condition rather than a fixed delay: slow machines wait longer, fast
 # ones not at all.
