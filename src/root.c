@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -55,6 +56,13 @@ static int note_step(fsafe_root *root, int r, const char *step,
 
 	fsafe__rerr_set(&e, step, comp, strlen(comp));
 	return note(root, r, &e);
+}
+
+static int rerr(struct fsafe__rerr *e, int r, const char *step,
+                const char *name)
+{
+	fsafe__rerr_set(e, step, name, strlen(name));
+	return r;
 }
 
 static bool in_root_links(const fsafe_root *root)
@@ -167,10 +175,9 @@ static int follow_link(struct fsafe__target *t, struct fsafe__rpath *p,
 	if (link[0] == '/') {
 		strcpy(path, link);
 	} else {
-		if ((r = fsafe__rpath_join(p, p->n - 1, path)) < 0)
-			return r;
-		if (strlen(path) + 1 + strlen(link) >= sizeof(path))
-			return -ENAMETOOLONG;
+		r = fsafe__rpath_join(p, p->n - 1, path);
+		if (r < 0 || strlen(path) + 1 + strlen(link) >= sizeof(path))
+			return rerr(e, -ENAMETOOLONG, "path too long", t->name);
 		strcat(strcat(path, "/"), link);
 	}
 	return fsafe__rpath_parse(p, path, strlen(path), true, e);
@@ -320,12 +327,58 @@ out:
 /* Reading                                                                   */
 /* ------------------------------------------------------------------------ */
 
-static int open_read_dir(fsafe_root *root, const struct fsafe__rpath *p)
+/* Without /proc: open by name again, and make sure it is what we saw. A
+   FIFO swapped in meanwhile cannot block us (O_NONBLOCK). */
+static int reopen_by_name(int dirfd, const char *name, const struct stat *saw)
 {
-	struct fsafe__rerr e;
-	int fd = fsafe__resolve_dir(&root->res, p, p->n, &e);
+	struct stat st;
+	int fd = fsafe__openat(dirfd, name,
+	                       O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK, 0);
 
-	return note(root, fd, &e);
+	if (fd < 0)
+		return fd;
+	if (fsafe__fstat(fd, &st) < 0 || st.st_dev != saw->st_dev ||
+	    st.st_ino != saw->st_ino) {
+		fsafe__close(fd);
+		return -EAGAIN;
+	}
+	return fd;
+}
+
+/*
+ * Open entry `name` of `dirfd` for reading, never anything else: look
+ * first through an O_PATH fd (no side effect, no blocking on a FIFO or a
+ * device a hostile tree may hold), then reopen that same inode through
+ * /proc/self/fd.
+ */
+static int open_entry(const struct fsafe__resolver *res, int dirfd,
+                      const char *name, struct fsafe__rerr *e)
+{
+	char proc[64];
+	struct stat st;
+	int pfd = fsafe__openat(dirfd, name, O_PATH | O_NOFOLLOW, 0);
+	int r;
+
+	if (pfd < 0)
+		return rerr(e, pfd, "open", name);
+	if ((r = fsafe__fstat(pfd, &st)) < 0)
+		rerr(e, r, "stat", name);
+	else if (S_ISLNK(st.st_mode)) /* swapped in since the lstat */
+		r = rerr(e, -ELOOP, "symbolic link refused", name);
+	else if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+		r = rerr(e, -EINVAL, "not a regular file or directory", name);
+	else if ((r = fsafe__resolver_check_mount(res, pfd, &st)) < 0)
+		rerr(e, r, "mount point refused", name);
+	else {
+		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", pfd);
+		r = fsafe__openat(AT_FDCWD, proc, O_RDONLY | O_NOCTTY, 0);
+		if (r == -ENOENT)
+			r = reopen_by_name(dirfd, name, &st);
+		if (r < 0)
+			rerr(e, r, "open", name);
+	}
+	fsafe__close(pfd);
+	return r;
 }
 
 int fsafe_root_open_read(fsafe_root *root, const char *path)
@@ -333,38 +386,25 @@ int fsafe_root_open_read(fsafe_root *root, const char *path)
 	struct fsafe__rpath *p = malloc(sizeof(*p));
 	struct fsafe__target t;
 	struct fsafe__rerr e;
-	struct stat st;
+	bool dir = false;
 	int r;
 
 	if (!p)
 		return note_step(root, -ENOMEM, "alloc", "");
 	r = fsafe__rpath_parse(p, path ? path : "", path ? strlen(path) : 0,
 	                       false, &e);
-	bool dir = r == 0 && p->dir;
-	if (dir)
-		r = open_read_dir(root, p);
+	if (r == 0 && (dir = p->dir))
+		r = fsafe__resolve_dir(&root->res, p, p->n, &e);
 	free(p);
 	if (r < 0 || dir)
-		return r < 0 ? note(root, r, &e) : r;
+		return note(root, r, &e);
 
 	struct how h = { .follow = true };
-	if ((r = resolve_target(root, path, &h, &t, &e)) < 0)
-		return note(root, r, &e);
-	/* O_NOFOLLOW: a link swapped in since the lstat is refused. */
-	int fd = fsafe__openat(t.dirfd, t.name,
-	                       O_RDONLY | O_NOFOLLOW | O_NOCTTY, 0);
-	if (fd < 0)
-		r = note_step(root, fd, "open", t.name);
-	else if ((r = fsafe__fstat(fd, &st)) < 0 ||
-	         (r = fsafe__resolver_check_mount(&root->res, fd, &st)) < 0)
-		note_step(root, r, r == -EXDEV ? "mount point refused" : "stat",
-		          t.name);
-	else
-		r = note_step(root, fd, "", "");
-	if (r < 0 && fd >= 0)
-		fsafe__close(fd);
-	fsafe__target_close(&t);
-	return r;
+	if ((r = resolve_target(root, path, &h, &t, &e)) == 0) {
+		r = open_entry(&root->res, t.dirfd, t.name, &e);
+		fsafe__target_close(&t);
+	}
+	return note(root, r, &e);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -408,6 +408,37 @@ static void eagain_is_retried_and_bounded(void **state)
 	fx_free(&f);
 }
 
+/* Without /proc, a read reopens by name and checks it got the same file. */
+static int no_proc_openat(int d, const char *p, int flags, mode_t mode)
+{
+	if (!strncmp(p, "/proc/", 6)) {
+		errno = ENOENT;
+		return -1;
+	}
+	return fsafe__sys_default.openat(d, p, flags, mode);
+}
+
+static void read_without_proc(void **state)
+{
+	(void)state;
+	FOR_EACH_MODE(m) {
+		struct fx f;
+		fx_make(&f, modes[m]);
+		assert_int_equal(fsafe_root_write_file(f.r, "f", "data", 4, NULL),
+		                 0);
+		assert_int_equal(mkfifo(at(&f, "fifo"), 0644), 0);
+		fake = fsafe__sys_default;
+		fake.openat = no_proc_openat;
+		fsafe__sys_swap(&fake);
+		read_back(f.r, "f", "data");
+		int fd = fsafe_root_open_read(f.r, "fifo");
+		fsafe__sys_swap(NULL);
+		assert_int_equal(fd, -EINVAL);
+		assert_string_equal(fsafe_root_last_error(f.r, NULL), "fifo");
+		fx_free(&f);
+	}
+}
+
 /* ------------------------------------------------------------------------ */
 /* A failure at every system call                                            */
 /* ------------------------------------------------------------------------ */
@@ -479,6 +510,7 @@ int main(void)
 		cmocka_unit_test(in_root_hops),
 		cmocka_unit_test(fallback_on_enosys_eperm),
 		cmocka_unit_test(eagain_is_retried_and_bounded),
+		cmocka_unit_test(read_without_proc),
 		cmocka_unit_test(every_call_fails),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -222,6 +222,11 @@ static const struct esc cases[] = {
 	X("read_link_dir", "l:l=@S", RD, "l/sentinel", -ELOOP, -ENOENT),
 	X("read_final_link", "l:fl=@SENT", RD, "fl", -ELOOP, -ENOENT),
 	X("read_dir", "", RD, "a/", 0, 0),
+	/* A FIFO would block a reader forever: refused, never opened. */
+	X("read_fifo", "q:fifo", RD, "fifo", -EINVAL, -EINVAL),
+	X("read_fifo_via_link", "q:fifo l:l=/fifo", RD, "l", -ELOOP, -EINVAL),
+	X("write_over_fifo", "q:fifo", W, "fifo", 0, 0, .land_s = "fifo",
+	  .land_r = "fifo"),
 	X("mkdir_up", "", MK, "../newdir", -EXDEV, -EXDEV),
 	X("mkdir_link_abs", "l:l=@OUT", MK, "l/newdir", -ELOOP, -ENOENT),
 	X("mkdir_link_up", "l:l=../..", MK, "l/newdir", -ELOOP, 0, .land_r =
@@ -336,8 +341,8 @@ static void mount_or_skip(struct world *w, const char *rel, bool proc)
 
 /*
  * Setup items, space-separated: d:P a directory, f:P a file, x:P remove a
- * tree, l:P=T a symbolic link to T, h:P=F a hard link to F, m:P the
- * outside directory bind-mounted, p:P procfs mounted.
+ * tree, q:P a FIFO, l:P=T a symbolic link to T, h:P=F a hard link to F,
+ * m:P the outside directory bind-mounted, p:P procfs mounted.
  */
 static void plant(struct world *w, const char *setup)
 {
@@ -354,6 +359,7 @@ static void plant(struct world *w, const char *setup)
 		case 'd': assert_int_equal(mkdir(path, 0755), 0); break;
 		case 'f': tu_put(w->root, it + 2, "inside", 6); break;
 		case 'x': tu_rmtree(path); break;
+		case 'q': assert_int_equal(mkfifo(path, 0644), 0); break;
 		case 'l': assert_int_equal(symlink(eq, path), 0); break;
 		case 'h': assert_int_equal(link(eq, path), 0); break;
 		case 'm': mount_or_skip(w, it + 2, false); break;
