@@ -73,8 +73,10 @@ static int open_dir_creating(int dirfd, const char *dir, bool nosync,
 				return r;
 			}
 			/* The new entry must survive a power cut before anything
-			   is published beneath it. */
-			if (r == 0 && (r = sync_dir_entry(cur, nosync)) < 0) {
+			   is published beneath it. When another writer made it
+			   first (EEXIST), it may not have synced it yet: sync
+			   it all the same. */
+			if ((r = sync_dir_entry(cur, nosync)) < 0) {
 				*step = "fsync directory";
 				fsafe__close(cur);
 				return r;
