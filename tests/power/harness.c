@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fsafe.h"
@@ -186,6 +187,20 @@ const char *pw_expect(int root, const char *path, const void *old,
 	snprintf(buf, len, "%s is %s; expected %s", path, what,
 	         returned ? "NEW (the write returned success)"
 	                  : old ? "exactly OLD or NEW" : "absent or NEW");
+	return buf;
+}
+
+const char *pw_expect_mode(int root, const char *path, unsigned mode,
+                           char *buf, size_t len)
+{
+	struct stat st;
+
+	if (fstatat(root, path, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return NULL;
+	if ((st.st_mode & 07777) == mode)
+		return NULL;
+	snprintf(buf, len, "%s has mode %04o; expected %04o", path,
+	         (unsigned)(st.st_mode & 07777), mode);
 	return buf;
 }
 

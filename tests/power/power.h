@@ -120,6 +120,10 @@ const char *pw_expect(int root, const char *path, const void *old,
                       size_t oldlen, const void *new_, size_t newlen,
                       bool returned, char *buf, size_t len);
 
+/* When `path` exists, its permission bits are `mode`. */
+const char *pw_expect_mode(int root, const char *path, unsigned mode,
+                           char *buf, size_t len);
+
 /* The deterministic getrandom of the workloads (see harness.c). */
 struct fsafe_sys;
 extern struct fsafe_sys pw_sys_det; /* set up by pw_init() */

@@ -15,6 +15,7 @@
  *   mkdir(dir, name, d)
  *   write(f, off, bytes)    write/pwrite, at the offset it really used
  *   trunc(f, len)           ftruncate, O_TRUNC
+ *   chmod(f, mode)          fchmod
  *   sync(x)                 fsync/fdatasync of a file or a directory
  *   link(dir, name, f)      linkat (also of an O_TMPFILE)
  *   unlink(dir, name)
@@ -36,6 +37,11 @@
  *     its last 4 KiB block (the rest of its range keeps the earlier bytes,
  *     or zeros past the old end), or, for an append, as the size change
  *     alone, filled with zeros or with garbage.
+ *   - A file's permission bits are metadata: a created inode has its
+ *     creation mode, and an fchmod is made durable by an fsync of the file,
+ *     not by fdatasync (which, per POSIX, flushes only the metadata needed
+ *     to read the data back) nor by an fsync of its directory. Pending
+ *     fchmods persist or not like pending writes.
  *   - A directory's pending entry changes persist as any subset, applied
  *     in order. A rename is two changes (add the new name, remove the old
  *     one), so it may persist as either half alone. fsync of a file never
@@ -57,8 +63,8 @@
  * pending changes or a tree with more than 6 files fails the test rather
  * than silently sampling.
  *
- * What the model leaves out: metadata other than names and bytes (modes,
- * owners, times: the sweep's age test runs with age 0), reordering across
+ * What the model leaves out: metadata other than names, bytes and
+ * permission bits (owners, times: the sweep's age test runs with age 0), reordering across
  * a sync of the same object, and a torn directory block (entry changes are
  * whole).
  */
@@ -99,6 +105,7 @@
 struct mfile {
 	unsigned char *data;
 	size_t size;
+	unsigned mode;        /* permission bits */
 };
 
 struct ment {
@@ -119,11 +126,11 @@ struct obj {
 };
 
 enum opkind { OP_CREATE, OP_TMPFILE, OP_MKDIR, OP_WRITE, OP_TRUNC, OP_SYNC,
-              OP_LINK, OP_UNLINK, OP_RENAME };
+              OP_LINK, OP_UNLINK, OP_RENAME, OP_CHMOD };
 
 static const char *const opname[] = { "create", "tmpfile", "mkdir", "write",
                                       "trunc", "sync", "link", "unlink",
-                                      "rename" };
+                                      "rename", "chmod" };
 
 struct op {
 	enum opkind kind;
@@ -134,6 +141,9 @@ struct op {
 	off_t off;
 	size_t len;
 	unsigned char *data;    /* OP_WRITE: the bytes */
+	unsigned mode;          /* OP_CHMOD */
+	bool full;              /* OP_SYNC: fsync (metadata too), not
+	                           fdatasync */
 };
 
 /*
@@ -302,9 +312,14 @@ static int r_openat(int d, const char *p, int f, mode_t m)
 	int e = errno;
 	fstat(fd, &st);
 	if (tmp) {
-		log_op(OP_TMPFILE, new_obj(st.st_ino, false));
+		int id = new_obj(st.st_ino, false);
+		R->obj[id].f.mode = st.st_mode & 07777;
+		log_op(OP_TMPFILE, id);
 	} else if ((f & O_CREAT) && !existed) {
-		struct op *o = log_op(OP_CREATE, new_obj(st.st_ino, false));
+		int id = new_obj(st.st_ino, false);
+		/* The mode it was created with comes with the inode. */
+		R->obj[id].f.mode = st.st_mode & 07777;
+		struct op *o = log_op(OP_CREATE, id);
 		o->dir = dir;
 		strcpy(o->name, base);
 	} else if ((f & O_TRUNC) && S_ISREG(st.st_mode)) {
@@ -356,12 +371,12 @@ static ssize_t r_pwrite(int fd, const void *b, size_t n, off_t off)
 	return r;
 }
 
-static int log_sync(int fd, int r)
+static int log_sync(int fd, int r, bool full)
 {
 	int e = errno;
 
 	if (r == 0)
-		log_op(OP_SYNC, id_of_fd(fd));
+		log_op(OP_SYNC, id_of_fd(fd))->full = full;
 	errno = e;
 	return r;
 }
@@ -369,13 +384,24 @@ static int log_sync(int fd, int r)
 static int r_fsync(int fd)
 {
 	tick("fsync");
-	return log_sync(fd, next_sys->fsync(fd));
+	return log_sync(fd, next_sys->fsync(fd), true);
 }
 
 static int r_fdatasync(int fd)
 {
 	tick("fdatasync");
-	return log_sync(fd, next_sys->fdatasync(fd));
+	return log_sync(fd, next_sys->fdatasync(fd), false);
+}
+
+static int r_fchmod(int fd, mode_t m)
+{
+	tick("fchmod");
+	int r = next_sys->fchmod(fd, m);
+	int e = errno;
+	if (r == 0)
+		log_op(OP_CHMOD, id_of_fd(fd))->mode = m & 07777;
+	errno = e;
+	return r;
 }
 
 static int r_ftruncate(int fd, off_t len)
@@ -516,7 +542,6 @@ COUNTED(int, fstat, (int fd, struct stat *s), (fd, s))
 COUNTED(int, fstatfs, (int fd, struct statfs *s), (fd, s))
 COUNTED(ssize_t, readlinkat, (int d, const char *p, char *b, size_t n),
         (d, p, b, n))
-COUNTED(int, fchmod, (int fd, mode_t m), (fd, m))
 COUNTED(int, fchown, (int fd, uid_t u, gid_t g), (fd, u, g))
 COUNTED(int, fcntl_lock, (int fd, int c, struct flock *l), (fd, c, l))
 COUNTED(ssize_t, getdents, (int fd, void *b, size_t n), (fd, b, n))
@@ -553,7 +578,7 @@ static void rec_table_init(const struct fsafe_sys *next)
 	rec_sys.fstat = c_fstat;
 	rec_sys.fstatfs = c_fstatfs;
 	rec_sys.readlinkat = c_readlinkat;
-	rec_sys.fchmod = c_fchmod;
+	rec_sys.fchmod = r_fchmod;
 	rec_sys.fchown = c_fchown;
 	rec_sys.fcntl_lock = c_fcntl_lock;
 	rec_sys.getdents = c_getdents;
@@ -620,6 +645,7 @@ static void capture(int fd, int id)
 			} else {
 				struct mfile *f = &R->obj[child].f;
 				read_all(fd, e->d_name, f);
+				f->mode = st.st_mode & 07777;
 				void *b = f->data;
 				f->data = arena_copy(b, f->size);
 				free(b);
@@ -693,13 +719,16 @@ static struct {
 	struct mfile f[MAX_OBJ];
 } st;
 
-static void mf_set(struct mfile *f, const unsigned char *b, size_t n)
+static void mf_set(struct mfile *f, const unsigned char *b, size_t n,
+                   unsigned mode)
 {
+	f->mode = mode;
 	free(f->data);
 	f->data = malloc(n ? n : 1);
 	if (!f->data)
 		abort();
-	memcpy(f->data, b, n);
+	if (n)
+		memcpy(f->data, b, n);
 	f->size = n;
 }
 
@@ -718,6 +747,10 @@ static void apply_data(struct mfile *f, const struct op *o, enum variant v)
 
 	if (o->kind == OP_TRUNC) {
 		mf_resize(f, o->len);
+		return;
+	}
+	if (o->kind == OP_CHMOD) {
+		f->mode = o->mode;
 		return;
 	}
 	if (end > f->size)
@@ -762,10 +795,10 @@ static void file_choices(int id, struct pending_file *pf)
 	}
 	for (int j = 0; j < pf->n; j++) {
 		const struct op *o = &R->log[pf->ops[j]];
-		if (o->kind == OP_TRUNC) {
+		if (o->kind == OP_TRUNC)
 			size = o->len;
+		if (o->kind != OP_WRITE)
 			continue;
-		}
 		size_t end = (size_t)o->off + o->len;
 		if ((size_t)o->off / BLOCK != (end - 1) / BLOCK) {
 			add_choice(pf, all, j, V_FIRST);
@@ -798,10 +831,12 @@ static void dir_apply(struct mdir *d, const struct half *h)
 	}
 }
 
-static int last_sync(int id, int prefix)
+/* The last sync of `id` in the prefix (only an fsync, when full). */
+static int last_sync(int id, int prefix, bool full)
 {
 	for (int i = prefix - 1; i >= 0; i--)
-		if (R->log[i].kind == OP_SYNC && R->log[i].id == id)
+		if (R->log[i].kind == OP_SYNC && R->log[i].id == id &&
+		    (R->log[i].full || !full))
 			return i;
 	return -1;
 }
@@ -844,17 +879,21 @@ static void crash_point(int prefix)
 	cp.prefix = prefix;
 	cp.npd = 0;
 	for (int id = 0; id < R->nobj; id++) {
-		int s = last_sync(id, prefix);
+		int s = last_sync(id, prefix, false);
+		/* fdatasync makes data and size durable, not the mode. */
+		int sfull = last_sync(id, prefix, true);
 		cp.pd_of[id] = -1;
 		cp.durable[id] = R->obj[id].d;
-		mf_set(&cp.base[id], R->obj[id].f.data, R->obj[id].f.size);
+		mf_set(&cp.base[id], R->obj[id].f.data, R->obj[id].f.size,
+		       R->obj[id].f.mode);
 		cp.pf[id].n = 0;
 		for (int i = 0; i < prefix; i++) {
 			const struct op *o = &R->log[i];
 			if (o->id != id ||
-			    (o->kind != OP_WRITE && o->kind != OP_TRUNC))
+			    (o->kind != OP_WRITE && o->kind != OP_TRUNC &&
+			     o->kind != OP_CHMOD))
 				continue;
-			if (i < s)
+			if (i < (o->kind == OP_CHMOD ? sfull : s))
 				apply_data(&cp.base[id], o, V_NONE);
 			else if (cp.pf[id].n == MAX_PEND)
 				fail_msg("more than %d pending writes", MAX_PEND);
@@ -918,7 +957,8 @@ static void build_file(int id, const struct fchoice *c)
 {
 	const struct pending_file *pf = &cp.pf[id];
 
-	mf_set(&st.f[id], cp.base[id].data, cp.base[id].size);
+	mf_set(&st.f[id], cp.base[id].data, cp.base[id].size,
+	       cp.base[id].mode);
 	for (int j = 0; j < pf->n; j++)
 		if (c->mask & (1u << j))
 			apply_data(&st.f[id], &R->log[pf->ops[j]],
@@ -955,7 +995,8 @@ static uint64_t hash_dir(uint64_t h, int id)
 		if (R->obj[e[i].id].dir)
 			h = hash_dir(fnv(h, "{", 1), e[i].id), h = fnv(h, "}", 1);
 		else
-			h = fnv(fnv(h, &st.f[e[i].id].size, sizeof(size_t)),
+			h = fnv(fnv(fnv(h, &st.f[e[i].id].mode, sizeof(unsigned)),
+			            &st.f[e[i].id].size, sizeof(size_t)),
 			        st.f[e[i].id].data, st.f[e[i].id].size);
 	}
 	return h;
@@ -1002,7 +1043,8 @@ static void materialize(int fd, int id, const char *path)
 			int f = openat(fd, e->name, O_WRONLY | O_CREAT | O_EXCL,
 			               0644);
 			const struct mfile *m = &st.f[e->id];
-			if (f < 0 || write(f, m->data, m->size) != (ssize_t)m->size)
+			if (f < 0 || write(f, m->data, m->size) != (ssize_t)m->size ||
+			    fchmod(f, m->mode) < 0)
 				fail_msg("create %s: %s", p, strerror(errno));
 			close(f);
 			strcpy(firstpath[e->id], p);
@@ -1035,6 +1077,11 @@ static void describe(const unsigned *dmask, char *buf, size_t len)
 		PUT(" file#%d[", id);
 		for (int j = 0; j < pf->n; j++) {
 			const struct op *o = &R->log[pf->ops[j]];
+			if (o->kind == OP_CHMOD) {
+				PUT("%s%schmod %04o", j ? " " : "",
+				    c->mask & (1u << j) ? "" : "lost:", o->mode);
+				continue;
+			}
 			PUT("%s%s%s %zu@%lld%s%s", j ? " " : "",
 			    c->mask & (1u << j) ? "" : "lost:", opname[o->kind],
 			    o->len, (long long)o->off, j == c->vop ? " " : "",
@@ -1192,9 +1239,9 @@ static const char *log_text(char *buf, size_t len)
 		                      opname[o->kind]);
 		if (o->kind == OP_SYNC)
 			n += (size_t)snprintf(buf + n, n < len ? len - n : 0,
-			                      "(%s#%d)",
+			                      "(%s#%d%s)",
 			                      R->obj[o->id].dir ? "dir" : "file",
-			                      o->id);
+			                      o->id, o->full ? "" : ", data");
 	}
 	return buf;
 }

@@ -8,7 +8,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fsafe.h"
@@ -72,6 +74,27 @@ static const char *check_replace(int root, const struct pw_progress *p,
 {
 	return pw_expect(root, "target", pw_old, PW_OLD_LEN, pw_new,
 	                 PW_NEW_LEN, pw_done(p, 0, 0), buf, len);
+}
+
+/*
+ * An existing target keeps its mode: a private OLD (0600) must not come
+ * back as NEW with the stage's creation mode (0666 & ~umask) after a cut.
+ * The writer fchmods the stage; the model asks whether a sync makes that
+ * durable.
+ */
+static void old_private(int root)
+{
+	old_target(root);
+	if (fchmodat(root, "target", 0600, 0) < 0)
+		abort();
+}
+
+static const char *check_private(int root, const struct pw_progress *p,
+                                 char *buf, size_t len)
+{
+	const char *bad = check_replace(root, p, buf, len);
+
+	return bad ? bad : pw_expect_mode(root, "target", 0600, buf, len);
 }
 
 /* A create-only write onto an existing target must leave it alone. */
@@ -223,6 +246,9 @@ const struct pw_workload pw_workloads[] = {
 	{ .name = "replace (O_TMPFILE)", .dirs = here, .known = target_only,
 	  .catches = PUBLISHES, .setup_old = old_target, .run = run_plain,
 	  .check = check_replace },
+	{ .name = "replace keeps a private mode (0600)", .dirs = here,
+	  .known = target_only, .setup_old = old_private, .run = run_plain,
+	  .check = check_private },
 	{ .name = "replace (named stage)", .dirs = here, .known = target_only,
 	  .catches = PUBLISHES, .setup_old = old_target, .run = run_named,
 	  .check = check_replace },
