@@ -369,13 +369,19 @@ static void plant(struct world *w, const char *setup)
 	}
 }
 
+/* The world of the running case, for the teardown (which runs also
+   when the case failed half-way). */
+static struct world *current;
+
 static void make_world(struct world *w)
 {
 	struct timespec old[2] = { { 1000000000, 0 }, { 1000000000, 0 } };
 	char path[PATH_MAX + 64];
 
 	memset(w, 0, sizeof(*w));
+	w->outfd = -1;
 	w->s = tu_mkscratch();
+	current = w;
 	snprintf(w->root, sizeof(w->root), "%s/root", w->s);
 	snprintf(w->out, sizeof(w->out), "%s/outside", w->s);
 	snprintf(w->sent, sizeof(w->sent), "%s/sentinel", w->s);
@@ -401,6 +407,15 @@ static void free_world(struct world *w)
 		close(w->outfd);
 	tu_rmtree(w->s);
 	free(w->s);
+	current = NULL;
+}
+
+static int teardown_case(void **state)
+{
+	(void)state;
+	if (current)
+		free_world(current);
+	return 0;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -506,7 +521,7 @@ static void run_case(void **state)
 	bool inroot = run->flags & FSAFE_ROOT_IN_ROOT_SYMLINKS;
 	bool walk = run->flags & FSAFE_ROOT_NO_OPENAT2;
 	char path[PATH_MAX + 16], path2[PATH_MAX];
-	struct world w;
+	static struct world w; /* freed by teardown_case */
 	fsafe_root *root;
 
 	make_world(&w);
@@ -550,7 +565,6 @@ static void run_case(void **state)
 	check_outside(&w, before, watch, c);
 	snap_unwatch(watch);
 	free(before);
-	free_world(&w);
 }
 
 /* Mounts made by cases stay in our own namespace. */
@@ -602,6 +616,7 @@ int main(void)
 			tests[m][i] = (struct CMUnitTest){
 				.name = names[m][i],
 				.test_func = run_case,
+				.teardown_func = teardown_case,
 				.initial_state = &runs[m][i],
 			};
 		}
