@@ -195,18 +195,22 @@ static int wait_input(const sigset_t *waitmask)
 	return 0;
 }
 
-/* A chunk of standard input: its length, 0 at the end, or -errno. */
+/*
+ * A chunk of standard input: its length, 0 at the end, or -errno. An input
+ * left non-blocking by someone else (EAGAIN) is simply waited for again.
+ */
 static ssize_t read_input(void *buf, size_t len, const sigset_t *waitmask)
 {
-	ssize_t n;
-	int r = wait_input(waitmask);
-
-	if (r < 0)
-		return r;
-	do
-		n = read(STDIN_FILENO, buf, len);
-	while (n < 0 && errno == EINTR && !cli_signal_caught());
-	return n < 0 ? -errno : n;
+	for (;;) {
+		int r = wait_input(waitmask);
+		if (r < 0)
+			return r;
+		ssize_t n = read(STDIN_FILENO, buf, len);
+		if (n >= 0)
+			return n;
+		if (errno != EAGAIN && errno != EINTR)
+			return -errno;
+	}
 }
 
 /*
