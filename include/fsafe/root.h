@@ -125,8 +125,12 @@ FSAFE_API int fsafe_root_writer_open(fsafe_root *root, const char *path,
                                      const struct fsafe_write_opts *opts,
                                      fsafe_writer **out);
 
-/* Open a file (or a directory) beneath the root for reading: returns a
-   descriptor opened O_RDONLY|O_CLOEXEC|O_NOCTTY, or a negative errno. */
+/*
+ * Open a regular file or a directory beneath the root for reading: returns
+ * a descriptor opened O_RDONLY|O_CLOEXEC|O_NOCTTY, or a negative errno.
+ * Anything else a hostile tree may hold (a FIFO that would block, a device
+ * whose open has effects, a socket) is refused with -EINVAL, unopened.
+ */
 FSAFE_API int fsafe_root_open_read(fsafe_root *root, const char *path);
 
 /* Flags of the calls below. */

@@ -100,19 +100,20 @@ static const struct esc cases[] = {
 	X("mixed_up", "", W, "a/./../.././x", -EXDEV, -EXDEV),
 	X("deep_up", "", W, "a/b/../../../sentinel", -EXDEV, -EXDEV),
 	X("reenter", "", W, "../root/x", -EXDEV, -EXDEV),
-	X("up_many", "", W, "a/b/../../../../../../etc/" PROBE, -EXDEV, -EXDEV),
-	X("double_slash", "", W, "a//x", 0, 0, .land_s = "a/x", .land_r =
-	  "a/x"),
+	X("up_many", "", W, "a/b/../../../../../../etc/" PROBE, -EXDEV,
+	  -EXDEV),
+	X("double_slash", "", W, "a//x", 0, 0, .land_s = "a/x",
+	  .land_r = "a/x"),
 	X("dot_prefix", "", W, "./x", 0, 0, .land_s = "x", .land_r = "x"),
-	X("dot_middle", "", W, "a/./b/./x", 0, 0, .land_s = "a/b/x", .land_r =
-	  "a/b/x"),
+	X("dot_middle", "", W, "a/./b/./x", 0, 0, .land_s = "a/b/x",
+	  .land_r = "a/b/x"),
 	X("trailing_slash", "", W, "x/", -EINVAL, -EINVAL),
 	X("trailing_dot", "", W, "a/.", -EINVAL, -EINVAL),
 	X("trailing_dotdot", "", W, "a/..", -EINVAL, -EINVAL),
 	X("dot", "", W, ".", -EINVAL, -EINVAL),
 	X("name_over_max", "", W, name_over, -ENAMETOOLONG, -ENAMETOOLONG),
-	X("name_max", "", W, name_max, 0, 0, .land_s = name_max, .land_r =
-	  name_max),
+	X("name_max", "", W, name_max, 0, 0, .land_s = name_max,
+	  .land_r = name_max),
 	X("path_max", "", W, "@LONG", -ENAMETOOLONG, -ENAMETOOLONG),
 	X("nul_up", "", CK, "a\0/../../x", -EINVAL, -EINVAL, .len = 10),
 	X("nul_end", "", CK, "x\0", -EINVAL, -EINVAL, .len = 2),
@@ -123,8 +124,8 @@ static const struct esc cases[] = {
 	X("file_up", "", W, "inside/../x", -ENOTDIR, -ENOTDIR),
 
 	/* Symbolic links on the way. */
-	X("link_slash", "l:l=/", W, "l/x", -ELOOP, 0, .land_r = "x", .comp =
-	  "l"),
+	X("link_slash", "l:l=/", W, "l/x", -ELOOP, 0, .land_r = "x",
+	  .comp = "l"),
 	X("link_up", "l:l=..", W, "l/x", -ELOOP, 0, .land_r = "x"),
 	X("link_up2", "l:l=../..", W, "l/x", -ELOOP, 0, .land_r = "x"),
 	X("link_up_many", "l:l=../../../../../../../..", W, "l/x", -ELOOP, 0,
@@ -132,7 +133,8 @@ static const struct esc cases[] = {
 	X("link_abs_out", "l:l=@OUT", W, "l/victim", -ELOOP, -ENOENT),
 	X("link_abs_out_mkdir", "l:l=@OUT", WM, "l/victim", -ELOOP, -ENOENT),
 	X("link_rel_out", "l:l=../outside", W, "l/victim", -ELOOP, -ENOENT),
-	X("link_rel_out_mkdir", "l:l=../outside", WM, "l/victim", -ELOOP, -ENOENT),
+	X("link_rel_out_mkdir", "l:l=../outside", WM, "l/victim", -ELOOP,
+	  -ENOENT),
 	X("chain_climb", "l:l1=a/l2 l:a/l2=../../outside", W, "l1/victim",
 	  -ELOOP, -ENOENT, .comp = "l1"),
 	X("chain_climb_deep", "l:l1=l2 l:l2=l3 l:l3=../../..", W, "l1/x",
@@ -147,14 +149,14 @@ static const struct esc cases[] = {
 	  -ENOENT, .comp = "a"),
 	X("mid_link_file", "l:l=@SENT", W, "l/x", -ELOOP, -ENOENT),
 	X("link_inside", "l:l=sub", W, "l/x", -ELOOP, 0, .land_r = "sub/x"),
-	X("link_abs_inside", "l:l=/sub", W, "l/x", -ELOOP, 0, .land_r =
-	  "sub/x"),
-	X("link_up_inside", "l:l=sub/../sub2", W, "l/x", -ELOOP, 0, .land_r =
-	  "sub2/x"),
+	X("link_abs_inside", "l:l=/sub", W, "l/x", -ELOOP, 0,
+	  .land_r = "sub/x"),
+	X("link_up_inside", "l:l=sub/../sub2", W, "l/x", -ELOOP, 0,
+	  .land_r = "sub2/x"),
 	X("nested_link_out", "l:sub/l=../../../outside", W, "sub/l/victim",
 	  -ELOOP, -ENOENT, .comp = "l"),
-	X("link_then_up", "l:sub/l=/", W, "sub/l/../x", -ELOOP, 0, .land_r =
-	  "x"),
+	X("link_then_up", "l:sub/l=/", W, "sub/l/../x", -ELOOP, 0,
+	  .land_r = "x"),
 	X("proc_root_link", "l:l=/proc/self/root", W, "l/@SREL", -ELOOP,
 	  -ENOENT),
 	X("proc_fd_link", "l:l=/proc/self/fd/@FD", W, "l/victim", -ELOOP,
@@ -169,19 +171,19 @@ static const struct esc cases[] = {
 	  .land_r = "a/b/c/d"),
 
 	/* A link as the last component. */
-	X("final_abs_sent", "l:fl=@SENT", W, "fl", -ELOOP, -ENOENT, .comp =
-	  "fl"),
-	X("final_rel_sent", "l:fl=../sentinel", W, "fl", -ELOOP, 0, .land_r =
-	  "sentinel"),
-	X("final_root_sent", "l:fl=/sentinel", W, "fl", -ELOOP, 0, .land_r =
-	  "sentinel"),
+	X("final_abs_sent", "l:fl=@SENT", W, "fl", -ELOOP, -ENOENT,
+	  .comp = "fl"),
+	X("final_rel_sent", "l:fl=../sentinel", W, "fl", -ELOOP, 0,
+	  .land_r = "sentinel"),
+	X("final_root_sent", "l:fl=/sentinel", W, "fl", -ELOOP, 0,
+	  .land_r = "sentinel"),
 	X("final_nofollow", "l:fl=@SENT", WN, "fl", 0, 0, .land_s = "fl",
 	  .land_r = "fl"),
 	X("final_create_only", "l:fl=@OUT/new", WC, "fl", -ELOOP, -ENOENT),
-	X("final_create_rel", "l:fl=../sentinel", WC, "fl", -ELOOP, 0, .land_r =
-	  "sentinel"),
-	X("final_inside", "l:fl=inside", W, "fl", -ELOOP, 0, .land_r =
-	  "inside"),
+	X("final_create_rel", "l:fl=../sentinel", WC, "fl", -ELOOP, 0,
+	  .land_r = "sentinel"),
+	X("final_inside", "l:fl=inside", W, "fl", -ELOOP, 0,
+	  .land_r = "inside"),
 	X("final_to_dir", "l:fl=sub", W, "fl", -ELOOP, -EISDIR),
 	X("final_to_up", "l:fl=..", W, "fl", -ELOOP, -EISDIR),
 	X("final_chain_out", "l:fl=l2 l:l2=../../outside/victim", W, "fl",
@@ -200,19 +202,19 @@ static const struct esc cases[] = {
 
 	/* Hard links made before: a documented limit, yet writes replace
 	   the name and never touch the outside file. */
-	X("hardlink_write", "h:hl=@SENT", W, "hl", 0, 0, .land_s = "hl", .land_r
-	  = "hl"),
+	X("hardlink_write", "h:hl=@SENT", W, "hl", 0, 0, .land_s = "hl",
+	  .land_r = "hl"),
 	X("hardlink_read", "h:hl=@SENT", RD, "hl", 0, 0),
 	X("hardlink_unlink", "h:hl=@SENT", UL, "hl", 0, 0),
 
 	/* A bind mount of the outside inside the root, with NO_XDEV. */
-	X("bind_write", "m:mnt", W, "mnt/victim", -EXDEV, -EXDEV, .extra =
-	  XDEV),
-	X("bind_read", "m:mnt", RD, "mnt/victim", -EXDEV, -EXDEV, .extra =
-	  XDEV),
+	X("bind_write", "m:mnt", W, "mnt/victim", -EXDEV, -EXDEV,
+	  .extra = XDEV),
+	X("bind_read", "m:mnt", RD, "mnt/victim", -EXDEV, -EXDEV,
+	  .extra = XDEV),
 	X("bind_read_dir", "m:mnt", RD, "mnt", -EXDEV, -EXDEV, .extra = XDEV),
-	X("bind_mkdir", "m:mnt", MK, "mnt/newdir", -EXDEV, -EXDEV, .extra =
-	  XDEV),
+	X("bind_mkdir", "m:mnt", MK, "mnt/newdir", -EXDEV, -EXDEV,
+	  .extra = XDEV),
 	X("bind_sweep", "m:mnt", SW, "mnt", -EXDEV, -EXDEV, .extra = XDEV),
 	X("xdev_plain", "", W, "a/x", 0, 0, .land_s = "a/x", .land_r = "a/x",
 	  .extra = XDEV),
@@ -229,16 +231,16 @@ static const struct esc cases[] = {
 	  .land_r = "fifo"),
 	X("mkdir_up", "", MK, "../newdir", -EXDEV, -EXDEV),
 	X("mkdir_link_abs", "l:l=@OUT", MK, "l/newdir", -ELOOP, -ENOENT),
-	X("mkdir_link_up", "l:l=../..", MK, "l/newdir", -ELOOP, 0, .land_r =
-	  "newdir"),
+	X("mkdir_link_up", "l:l=../..", MK, "l/newdir", -ELOOP, 0,
+	  .land_r = "newdir"),
 	X("unlink_up", "", UL, "../sentinel", -EXDEV, -EXDEV),
 	X("unlink_link_dir", "l:l=@OUT", UL, "l/victim", -ELOOP, -ENOENT),
 	X("unlink_final_link", "l:fl=@SENT", UL, "fl", 0, 0),
 	X("rename_to_up", "", RN, "a/f", -EXDEV, -EXDEV, .path2 = "../stolen"),
-	X("rename_from_out", "l:l=@OUT", RN, "l/victim", -ELOOP, -ENOENT, .path2
-	  = "got"),
-	X("rename_into_out", "l:l=@OUT", RN, "inside", -ELOOP, -ENOENT, .path2 =
-	  "l/inside"),
+	X("rename_from_out", "l:l=@OUT", RN, "l/victim", -ELOOP, -ENOENT,
+	  .path2 = "got"),
+	X("rename_into_out", "l:l=@OUT", RN, "inside", -ELOOP, -ENOENT,
+	  .path2 = "l/inside"),
 	X("rename_link_itself", "l:fl=@SENT", RN, "fl", 0, 0, .path2 = "fl2"),
 	X("sweep_up", "", SW, "../outside", -EXDEV, -EXDEV),
 	X("sweep_link", "l:l=@OUT", SW, "l", -ELOOP, -ENOENT),
