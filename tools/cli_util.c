@@ -34,7 +34,8 @@ int cli_bad_option(const char *cmd, char **argv, int got, const char *usage)
 	const char *arg = argv[optind - 1];
 
 	if (!strncmp(arg, "--", 2))
-		snprintf(name, sizeof(name), "%.*s", (int)strcspn(arg, "="), arg);
+		snprintf(name, sizeof(name), "%.*s", (int)strcspn(arg, "="),
+		         arg);
 	else
 		snprintf(name, sizeof(name), "-%c", optopt);
 	snprintf(why, sizeof(why), got == ':' ? "option %s needs a value"

@@ -37,7 +37,8 @@ int cmd_is_staging(int argc, char **argv)
 		} else if (c == 'h') {
 			fputs(usage, stdout);
 			fputs(help, stdout);
-			return cli_flush_stdout("is-staging") ? CLI_OK : CLI_FAIL;
+			return cli_flush_stdout("is-staging") ? CLI_OK
+			                                      : CLI_FAIL;
 		} else {
 			return cli_bad_option("is-staging", argv, c, usage);
 		}

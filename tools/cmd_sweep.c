@@ -68,10 +68,11 @@ static int parse_args(int argc, char **argv, struct sweep_args *a)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
+	static const char shortopts[] = ":o:n0r:h";
 	int c, r;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":o:n0r:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
 		switch (c) {
 		case 'o':
 			if ((r = parse_age(optarg, a)) != CLI_OK)

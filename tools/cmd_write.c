@@ -95,10 +95,13 @@ static int parse_args(int argc, char **argv, struct write_args *a)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
+	/* ':' first: a missing value is reported apart from an unknown
+	   option. */
+	static const char shortopts[] = ":m:cnpsr:h";
 	int c;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":m:cnpsr:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
 		switch (c) {
 		case 'm':
 			if (parse_mode(optarg, &a->opts.mode) < 0)
