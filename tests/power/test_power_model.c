@@ -33,10 +33,12 @@
  *   - A file's pending data operations persist as any subset, applied in
  *     order (all subsets up to 4 pending operations, otherwise every
  *     prefix and every "all but one"); and, on top of "all persisted",
- *     each pending write may persist only in part: only its first or only
- *     its last 4 KiB block (the rest of its range keeps the earlier bytes,
- *     or zeros past the old end), or, for an append, as the size change
- *     alone, filled with zeros or with garbage.
+ *     each pending write may persist only in part: any proper subset of
+ *     its 4 KiB blocks (for writes of up to 4 blocks; for longer ones only
+ *     the first, only the last, all but the first, all but the last), the
+ *     rest of its range keeping the earlier bytes, or zeros past the old
+ *     end; or, for an append, as the size change alone, filled with zeros
+ *     or with garbage.
  *   - A file's permission bits are metadata: a created inode has its
  *     creation mode, and an fchmod is made durable by an fsync of the file,
  *     not by fdatasync (which, per POSIX, flushes only the metadata needed
@@ -670,10 +672,8 @@ struct half {
 	int id;
 };
 
-enum variant { V_NONE, V_FIRST, V_LAST, V_ZERO, V_JUNK };
-static const char *const vname[] = { "", "only its first block",
-                                     "only its last block",
-                                     "as zeros (size only)",
+enum variant { V_NONE, V_BLOCKS, V_ZERO, V_JUNK };
+static const char *const vname[] = { "", "only blocks", "as zeros (size only)",
                                      "as garbage (size only)" };
 
 /* How a file's pending operations persist. */
@@ -681,6 +681,7 @@ struct fchoice {
 	unsigned mask;     /* bit j: pending op j persists */
 	int vop;           /* -1, or the pending op that persists in part */
 	enum variant v;
+	unsigned blocks;   /* V_BLOCKS: bit k: the write's k-th block */
 };
 
 #define MAX_PEND 12
@@ -741,7 +742,8 @@ static void mf_resize(struct mfile *f, size_t n)
 	f->size = n;
 }
 
-static void apply_data(struct mfile *f, const struct op *o, enum variant v)
+static void apply_data(struct mfile *f, const struct op *o, enum variant v,
+                       unsigned blocks)
 {
 	size_t end = (size_t)o->off + o->len, old = f->size;
 
@@ -755,27 +757,27 @@ static void apply_data(struct mfile *f, const struct op *o, enum variant v)
 	}
 	if (end > f->size)
 		mf_resize(f, end);
-	/* [lo, hi) of the write persists; the rest of its range keeps the
-	   earlier bytes, or zeros (garbage for V_JUNK) past the old end. */
-	size_t off = (size_t)o->off, lo = off, hi = end;
-	if (v == V_FIRST)
-		hi = end < (off / BLOCK + 1) * BLOCK ? end : (off / BLOCK + 1) * BLOCK;
-	else if (v == V_LAST)
-		lo = (end - 1) / BLOCK * BLOCK > off ? (end - 1) / BLOCK * BLOCK : off;
-	else if (v == V_ZERO || v == V_JUNK)
-		lo = hi = off;
-	memcpy(f->data + lo, o->data + (lo - off), hi - lo);
+	/* The persisted pieces of the write, block by block; the rest of its
+	   range keeps the earlier bytes, or zeros (garbage for V_JUNK) past
+	   the old end. */
+	size_t off = (size_t)o->off;
+	for (size_t b = off / BLOCK, k = 0; b * BLOCK < end; b++, k++) {
+		size_t lo = b * BLOCK > off ? b * BLOCK : off;
+		size_t hi = (b + 1) * BLOCK < end ? (b + 1) * BLOCK : end;
+		if (v == V_NONE || (v == V_BLOCKS && (blocks & (1u << k))))
+			memcpy(f->data + lo, o->data + (lo - off), hi - lo);
+	}
 	if (v == V_JUNK)
 		for (size_t i = off > old ? off : old; i < end; i++)
 			f->data[i] = 0xee;
 }
 
 static void add_choice(struct pending_file *pf, unsigned mask, int vop,
-                       enum variant v)
+                       enum variant v, unsigned blocks)
 {
 	if (pf->nch == MAX_FCH)
 		fail_msg("more than %d choices for one file", MAX_FCH);
-	pf->ch[pf->nch++] = (struct fchoice){ mask, vop, v };
+	pf->ch[pf->nch++] = (struct fchoice){ mask, vop, v, blocks };
 }
 
 static void file_choices(int id, struct pending_file *pf)
@@ -786,12 +788,12 @@ static void file_choices(int id, struct pending_file *pf)
 	pf->nch = 0;
 	if (pf->n <= 4) {
 		for (unsigned m = 0; m <= all; m++)
-			add_choice(pf, m, -1, V_NONE);
+			add_choice(pf, m, -1, V_NONE, 0);
 	} else {
 		for (int j = 0; j <= pf->n; j++)
-			add_choice(pf, (1u << j) - 1, -1, V_NONE);
+			add_choice(pf, (1u << j) - 1, -1, V_NONE, 0);
 		for (int j = 0; j < pf->n - 1; j++)
-			add_choice(pf, all & ~(1u << j), -1, V_NONE);
+			add_choice(pf, all & ~(1u << j), -1, V_NONE, 0);
 	}
 	for (int j = 0; j < pf->n; j++) {
 		const struct op *o = &R->log[pf->ops[j]];
@@ -800,13 +802,22 @@ static void file_choices(int id, struct pending_file *pf)
 		if (o->kind != OP_WRITE)
 			continue;
 		size_t end = (size_t)o->off + o->len;
-		if ((size_t)o->off / BLOCK != (end - 1) / BLOCK) {
-			add_choice(pf, all, j, V_FIRST);
-			add_choice(pf, all, j, V_LAST);
+		unsigned nb = (unsigned)((end - 1) / BLOCK - (size_t)o->off / BLOCK + 1);
+		unsigned full = nb < 32 ? (1u << nb) - 1 : ~0u;
+		if (nb > 1 && nb <= 4) {
+			/* Every proper, non-empty subset of its blocks. */
+			for (unsigned b = 1; b < full; b++)
+				add_choice(pf, all, j, V_BLOCKS, b);
+		} else if (nb > 4) {
+			unsigned last = 1u << (nb - 1 < 31 ? nb - 1 : 31);
+			add_choice(pf, all, j, V_BLOCKS, 1);
+			add_choice(pf, all, j, V_BLOCKS, last);
+			add_choice(pf, all, j, V_BLOCKS, full & ~1u);
+			add_choice(pf, all, j, V_BLOCKS, full & ~last);
 		}
 		if (end > size) {
-			add_choice(pf, all, j, V_ZERO);
-			add_choice(pf, all, j, V_JUNK);
+			add_choice(pf, all, j, V_ZERO, 0);
+			add_choice(pf, all, j, V_JUNK, 0);
 			size = end;
 		}
 	}
@@ -894,7 +905,7 @@ static void crash_point(int prefix)
 			     o->kind != OP_CHMOD))
 				continue;
 			if (i < (o->kind == OP_CHMOD ? sfull : s))
-				apply_data(&cp.base[id], o, V_NONE);
+				apply_data(&cp.base[id], o, V_NONE, 0);
 			else if (cp.pf[id].n == MAX_PEND)
 				fail_msg("more than %d pending writes", MAX_PEND);
 			else
@@ -962,7 +973,7 @@ static void build_file(int id, const struct fchoice *c)
 	for (int j = 0; j < pf->n; j++)
 		if (c->mask & (1u << j))
 			apply_data(&st.f[id], &R->log[pf->ops[j]],
-			           j == c->vop ? c->v : V_NONE);
+			           j == c->vop ? c->v : V_NONE, c->blocks);
 }
 
 /* ---- identity of a state -------------------------------------------------- */
@@ -1086,6 +1097,8 @@ static void describe(const unsigned *dmask, char *buf, size_t len)
 			    c->mask & (1u << j) ? "" : "lost:", opname[o->kind],
 			    o->len, (long long)o->off, j == c->vop ? " " : "",
 			    j == c->vop ? vname[c->v] : "");
+			if (j == c->vop && c->v == V_BLOCKS)
+				PUT(" %#x", c->blocks);
 		}
 		PUT("]");
 	}
