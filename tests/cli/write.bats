@@ -283,6 +283,24 @@ interrupt_test() {
 	[ -z "$(ls -A w)" ]
 }
 
+@test "a signal ignored on entry (nohup) stays ignored" {
+	mkdir w
+	mkfifo in
+	env --ignore-signal=HUP "$FSAFE" write w/f < in 2> stderr &
+	WRITER_PID=$!
+	exec {FEED}> in
+	printf 'partial' >&"$FEED"
+	wait_until has_staged "$WRITER_PID" "$PWD/w" 7
+	kill -HUP "$WRITER_PID"
+	printf ' rest' >&"$FEED"
+	# Staged after the signal: the writer is still reading.
+	wait_until has_staged "$WRITER_PID" "$PWD/w" 12
+	exec {FEED}>&-
+	wait "$WRITER_PID"
+	WRITER_PID=
+	[ "$(cat w/f)" = "partial rest" ]
+}
+
 @test "the input's end, not a signal, commits: writer after a FIFO closes" {
 	mkdir w
 	printf 'old\n' > w/f
