@@ -234,6 +234,14 @@ else
 		dest=$prefix/share/man/man${sect%%[!0-9]*}/$page
 		[ -f "$dest" ] || [ -f "$dest.gz" ] ||
 			fail "man page $page (from doc/$(basename "$src")) not installed as share/man/man${sect%%[!0-9]*}/$page"
+		# Rendered roff (a .TH line), not the scdoc source.
+		if [ -f "$dest" ]; then
+			grep '^\.TH ' "$dest" >/dev/null ||
+				fail "share/man/man${sect%%[!0-9]*}/$page is not a rendered man page (no .TH line)"
+		else
+			zcat "$dest.gz" | grep '^\.TH ' >/dev/null ||
+				fail "share/man/man${sect%%[!0-9]*}/$page.gz is not a rendered man page (no .TH line)"
+		fi
 	done
 	[ -f "$prefix/share/man/man1/fsafe.1" ] || [ -f "$prefix/share/man/man1/fsafe.1.gz" ] ||
 		fail "missing share/man/man1/fsafe.1"
