@@ -156,7 +156,9 @@ static int refuse_magic(int dirfd, const char *name, struct fsafe__rerr *e)
 
 /*
  * A link at the target, in the in-root policy: the path it leads to,
- * parsed (as if the root were "/") into *p in place of the old one.
+ * parsed (as if the root were "/") into *p in place of the old one. If
+ * the link was replaced since the lstat, *p stays and is resolved again
+ * (each time counts as a hop, so a swapping loop ends in -ELOOP).
  */
 static int follow_link(struct fsafe__target *t, struct fsafe__rpath *p,
                        struct fsafe__rerr *e)
@@ -167,6 +169,8 @@ static int follow_link(struct fsafe__target *t, struct fsafe__rpath *p,
 	if (r < 0)
 		return r;
 	ssize_t n = SYS->readlinkat(t->dirfd, t->name, link, sizeof(link));
+	if (n < 0 && errno == EINVAL)
+		return 0; /* no longer a link: resolve the same path again */
 	if (n < 0 || (size_t)n >= sizeof(link)) {
 		fsafe__rerr_set(e, "readlink", t->name, strlen(t->name));
 		return n < 0 ? -errno : -ENAMETOOLONG;

@@ -12,6 +12,11 @@
  * directory, where the in-root policy legitimately lands such writes.
  * Half the paths go through ".." ("d/../d/fN") to make openat2 retry on
  * EAGAIN and the walk check the parent it comes back to.
+ *
+ * The second race swaps the last component instead: a file "f" with a
+ * link "../sentinel", under fsafe_root_open_read. A read must return the
+ * file's bytes (or, in-root, the decoy "sentinel" inside the root), or
+ * fail; never the real sentinel, and never an fd outside the root.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -44,6 +49,7 @@
 
 struct swapper {
 	int rootfd;
+	const char *a, *b;
 	atomic_bool stop;
 	long swaps, failed;
 };
@@ -53,7 +59,7 @@ static void *swap_loop(void *arg)
 	struct swapper *s = arg;
 
 	while (!atomic_load(&s->stop)) {
-		if (syscall(SYS_renameat2, s->rootfd, "d", s->rootfd, "s",
+		if (syscall(SYS_renameat2, s->rootfd, s->a, s->rootfd, s->b,
 		            RENAME_EXCHANGE) == 0)
 			s->swaps++;
 		else
@@ -95,7 +101,7 @@ static void race(unsigned flags, const char *label)
 {
 	char *s = tu_mkscratch(), root[PATH_MAX], path[PATH_MAX + 32];
 	struct fsafe_write_opts o = FSAFE_WRITE_OPTS_INIT;
-	struct swapper sw = { 0 };
+	struct swapper sw = { .a = "d", .b = "s" };
 	long ok = 0, errs[5] = { 0 };
 	const int codes[5] = { ELOOP, ENOENT, ENOTDIR, EAGAIN, EXDEV };
 	fsafe_root *r;
@@ -173,6 +179,92 @@ static void race(unsigned flags, const char *label)
 	free(s);
 }
 
+#define READS 5000
+
+/* The fd must name a file beneath `root`, and hold `a` or `b`; 1 for
+   `b` (when it differs). */
+static int check_read(int fd, const char *root, const char *a, const char *b)
+{
+	char link[64], where[PATH_MAX], buf[64];
+	size_t n = strlen(root);
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	ssize_t k = readlink(link, where, sizeof(where) - 1);
+	assert_true(k > 0);
+	where[k] = '\0';
+	if (strncmp(where, root, n) != 0 || where[n] != '/')
+		fail_msg("read an fd outside the root: %s", where);
+	k = read(fd, buf, sizeof(buf) - 1);
+	assert_true(k >= 0);
+	buf[k] = '\0';
+	if (strcmp(buf, a) != 0 && strcmp(buf, b) != 0)
+		fail_msg("read '%s' through %s", buf, where);
+	return strcmp(buf, a) != 0;
+}
+
+static void read_race(unsigned flags, const char *label)
+{
+	char *s = tu_mkscratch(), root[PATH_MAX], real[PATH_MAX], p[PATH_MAX + 16];
+	struct swapper sw = { .a = "f", .b = "s" };
+	long ok = 0, loop = 0, decoy = 0;
+	fsafe_root *r;
+	pthread_t t;
+
+	snprintf(root, sizeof(root), "%s/root", s);
+	assert_int_equal(mkdir(root, 0755), 0);
+	tu_put(s, "sentinel", "SENTINEL", 8);
+	tu_put(root, "f", "inside", 6);
+	tu_put(root, "sentinel", "decoy", 5);
+	snprintf(p, sizeof(p), "%s/s", root);
+	assert_int_equal(symlink("../sentinel", p), 0);
+	assert_non_null(realpath(root, real));
+
+	char *before = snap_take(s, "root");
+	assert_int_equal(fsafe_root_open(root, flags, &r), 0);
+	sw.rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_int_equal(pthread_create(&t, NULL, swap_loop, &sw), 0);
+	for (int i = 0; i < READS; i++) {
+		int fd = fsafe_root_open_read(r, "f");
+		if (fd >= 0) {
+			decoy += check_read(fd, real, "inside",
+			           (flags & FSAFE_ROOT_IN_ROOT_SYMLINKS) ? "decoy"
+			                                                : "inside");
+			close(fd);
+			ok++;
+		} else if (fd == -ELOOP) {
+			loop++;
+		} else {
+			fail_msg("%s: read: %d %s", label, fd, fsafe_strerror(fd));
+		}
+	}
+	atomic_store(&sw.stop, true);
+	pthread_join(t, NULL);
+	close(sw.rootfd);
+	fsafe_root_close(r);
+	char *after = snap_take(s, "root");
+	assert_string_equal(before, after);
+	print_message("%s: %d reads of a swapped last component: %ld read "
+	              "inside (%ld through the link), %ld ELOOP; %ld swaps\n",
+	              label, READS, ok, decoy, loop, sw.swaps);
+	assert_true(sw.swaps > 0);
+	/* The swapped-in link was met: refused, or followed inside. */
+	assert_true((flags & FSAFE_ROOT_IN_ROOT_SYMLINKS) ? decoy > 0 : loop > 0);
+	free(before);
+	free(after);
+	tu_rmtree(s);
+	free(s);
+}
+
+static void reads_last_component(void **state)
+{
+	(void)state;
+	read_race(0, "openat2/strict");
+	read_race(FSAFE_ROOT_IN_ROOT_SYMLINKS, "openat2/in-root");
+	read_race(FSAFE_ROOT_NO_OPENAT2, "walk/strict");
+	read_race(FSAFE_ROOT_NO_OPENAT2 | FSAFE_ROOT_IN_ROOT_SYMLINKS,
+	          "walk/in-root");
+}
+
 static void openat2_strict(void **state)
 {
 	(void)state;
@@ -205,6 +297,7 @@ int main(void)
 		cmocka_unit_test(openat2_in_root),
 		cmocka_unit_test(walk_strict),
 		cmocka_unit_test(walk_in_root),
+		cmocka_unit_test(reads_last_component),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
