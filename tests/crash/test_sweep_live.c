@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -209,11 +210,212 @@ static void committing_writer_holds_its_stage(void **state)
 	held_until_killed(COMMIT_TMPFILE);
 }
 
+/*
+ * A named stage exists from its openat() on, but its writer locks it only
+ * with the next call. These two tests put a sweep exactly in that gap:
+ * the writer's fault hook runs before its lock call, with the stage
+ * created and unlocked.
+ */
+static int gap_dirfd = -1;
+static int gap_removed = -1;
+static pid_t gap_sweeper = -1;
+static int gap_ready = -1, gap_go = -1;
+static int sweeper_fstat_call;
+
+/* The call of a sweep that comes right after it took its read lock. */
+static int sweep_call_after_lock(void)
+{
+	char *dir = tu_mkscratch();
+	fsafe_sweep_result *res;
+	int at = 0;
+
+	int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_true(dirfd >= 0);
+	plant_abandoned(dirfd, ".fsafe-00000000000000000000abcd.tmp");
+	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
+	assert_int_equal(fsafe_sweep(dirfd, ".", 0, 0, NULL, &res), 1);
+	int calls = fault_calls();
+	for (int k = 2; k <= calls && !at; k++)
+		if (!strcmp(fault_call_name(k - 1), "fcntl"))
+			at = k;
+	fault_remove();
+	fsafe_sweep_result_free(res);
+	close(dirfd);
+	tu_rmtree(dir);
+	free(dir);
+	return at;
+}
+
+static void sweep_now(int call, const char *name)
+{
+	fsafe_sweep_result *res;
+
+	(void)call;
+	if (strcmp(name, "fcntl") != 0)
+		return;
+	gap_removed = fsafe_sweep(gap_dirfd, ".", 0, 0, NULL, &res);
+	fsafe_sweep_result_free(res);
+}
+
+static void sweeper_parks(int call, const char *name)
+{
+	struct pollfd p = { .fd = gap_go, .events = POLLIN };
+	char c = 'l';
+
+	(void)call, (void)name;
+	if (write(gap_ready, &c, 1) != 1)
+		_exit(3);
+	/*
+	 * Normally the parent lets go as soon as its write returned. The
+	 * bound only matters for a writer that waits for this lock instead
+	 * of failing (a correct fix): without it, writer and sweeper would
+	 * wait for each other. The verdict does not depend on it.
+	 */
+	while (poll(&p, 1, 5000) < 0 && errno == EINTR)
+		;
+}
+
+/* A sweep (older_than one hour, so it removes nothing) in another
+   process, stopped while it holds its read lock on the fresh stage. */
+static void start_sweep_and_hold(int call, const char *name)
+{
+	int ready[2], go[2];
+	char c;
+
+	(void)call;
+	if (strcmp(name, "fcntl") != 0)
+		return;
+	if (pipe2(ready, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0)
+		fail_msg("pipe: %s", strerror(errno));
+	gap_sweeper = fork();
+	if (gap_sweeper < 0)
+		fail_msg("fork: %s", strerror(errno));
+	if (gap_sweeper == 0) {
+		fsafe_sweep_result *res;
+
+		close(ready[0]);
+		close(go[1]); /* else its own copy would keep it parked */
+		gap_ready = ready[1];
+		gap_go = go[0];
+		fault_install(&(struct fault_plan){
+			.at = sweeper_fstat_call, .kind = FAULT_HOOK,
+			.hook = sweeper_parks });
+		int r = fsafe_sweep(gap_dirfd, ".", 3600 * 1000, 0, NULL,
+		                    &res);
+		_exit(r == 0 ? 0 : 1);
+	}
+	close(ready[1]);
+	close(go[0]);
+	/* EOF: the sweep ended without locking the stage, which leaves
+	   the writer nothing to trip over. */
+	if (read(ready[0], &c, 1) != 1)
+		print_message("the sweep never locked the fresh stage\n");
+	close(ready[0]);
+	gap_go = go[1]; /* closing it lets the sweeper finish */
+}
+
+static int write_with_gap_hook(const char *dir, void (*hook)(int, const char *),
+                               struct fsafe_error *err)
+{
+	struct fsafe_write_opts o = FSAFE_WRITE_OPTS_INIT;
+	int lock_call = 0;
+	struct cu_trace t;
+
+	cu_count(&cu_variants[1], dir, &t); /* "replace NO_TMPFILE" */
+	for (int k = 2; k <= t.calls && !lock_call; k++)
+		if (!strcmp(t.name[k], "fcntl") && !strcmp(t.name[k - 1], "openat"))
+			lock_call = k;
+	assert_true(lock_call > 0);
+	gap_dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_true(gap_dirfd >= 0);
+	tu_put(dir, "target", cu_old, CU_OLD_LEN);
+
+	o.flags = FSAFE_NO_TMPFILE;
+	o.error = err;
+	fault_install(&(struct fault_plan){ .at = lock_call,
+	                                    .kind = FAULT_HOOK,
+	                                    .hook = hook });
+	int r = fsafe_write_fileat(gap_dirfd, "target", cu_new, CU_NEW_LEN, &o);
+	fault_remove();
+	return r;
+}
+
+/*
+ * fsafe.h: "no sweep removes it while this handle lives". A sweep with
+ * older_than 0 that runs between the stage's creation and its lock finds
+ * an unlocked staging file as old as "now", and removes it under the
+ * writer, whose rename then fails.
+ */
+static void sweep_in_the_gap_removes_nothing(void **state)
+{
+	(void)state;
+	char *dir = tu_mkscratch();
+	struct fsafe_error err = { 0 };
+
+	gap_removed = -1;
+	int r = write_with_gap_hook(dir, sweep_now, &err);
+	bool written = tu_equals(dir, "target", cu_new, CU_NEW_LEN);
+	int staging = tu_count_staging(dir);
+
+	close(gap_dirfd);
+	tu_rmtree(dir);
+	free(dir);
+	if (gap_removed != 0 || r != 0 || !written || staging != 0)
+		fail_msg("a sweep between a named stage's openat and its lock "
+		         "removed %d file(s); the write then returned %d (%s, "
+		         "step %s), target %s, %d staging left",
+		         gap_removed, r, fsafe_strerror(r),
+		         err.step ? err.step : "none",
+		         written ? "NEW" : "not NEW", staging);
+}
+
+/*
+ * A sweep that only looks (the stage is far too young for it) still takes
+ * a read lock on every candidate. A writer whose lock call lands while the
+ * sweep holds that lock must not fail because of it.
+ */
+static void sweep_in_the_gap_does_not_fail_the_writer(void **state)
+{
+	(void)state;
+	char *dir = tu_mkscratch();
+	struct fsafe_error err = { 0 };
+	int status;
+
+	sweeper_fstat_call = sweep_call_after_lock();
+	if (!sweeper_fstat_call) {
+		print_message("the sweep takes no locks; nothing to race\n");
+		tu_rmtree(dir);
+		free(dir);
+		return;
+	}
+	gap_sweeper = -1;
+	int r = write_with_gap_hook(dir, start_sweep_and_hold, &err);
+	assert_true(gap_sweeper > 0);
+	close(gap_go);
+	assert_int_equal(waitpid(gap_sweeper, &status, 0), gap_sweeper);
+	bool written = tu_equals(dir, "target", cu_new, CU_NEW_LEN);
+	int staging = tu_count_staging(dir);
+
+	close(gap_dirfd);
+	tu_rmtree(dir);
+	free(dir);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		fail_msg("the sweeper failed, status %#x", status);
+	if (r != 0 || !written || staging != 0)
+		fail_msg("a sweep holding its read lock while a writer locked "
+		         "its new named stage made the write return %d (%s, "
+		         "step %s); target %s, %d staging left",
+		         r, fsafe_strerror(r), err.step ? err.step : "none",
+		         written ? "NEW" : "not NEW", staging);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(open_writer_holds_its_stage),
 		cmocka_unit_test(committing_writer_holds_its_stage),
+		cmocka_unit_test(sweep_in_the_gap_removes_nothing),
+		cmocka_unit_test(sweep_in_the_gap_does_not_fail_the_writer),
 	};
 
 	cu_init();
