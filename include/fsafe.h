@@ -221,6 +221,8 @@ FSAFE_API void fsafe_sweep_result_free(fsafe_sweep_result *r);
 #endif
 
 /* The modules built on the core, one header each. */
+#include "fsafe/lock.h"
+#include "fsafe/batch.h"
 #include "fsafe/root.h"
 
 #endif /* FSAFE_H */

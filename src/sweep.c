@@ -144,7 +144,10 @@ int fsafe_sweep(int dirfd, const char *path, uint64_t older_than_ms,
 {
 	fsafe_sweep_result *res = calloc(1, sizeof(*res));
 	struct fsafe__dir *d = malloc(sizeof(*d));
-	int64_t cutoff = now_ms() - (int64_t)older_than_ms;
+	/* An age beyond the epoch keeps everything (and must not wrap). */
+	int64_t now = now_ms();
+	int64_t cutoff = older_than_ms > (uint64_t)now ? -1
+	                                               : now - (int64_t)older_than_ms;
 	int r = 0, fd = -1;
 
 	if (result)

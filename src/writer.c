@@ -232,7 +232,14 @@ int fsafe_writer_open(int dirfd, const char *path,
 	int r = fsafe__wopts_load(&o, opts);
 
 	*out = NULL;
-	return r < 0 ? r : fsafe__writer_open(dirfd, path, &o, out);
+	if (r < 0) {
+		/* The options are unreadable, so is their error pointer,
+		   unless the layout at least holds it. */
+		if (opts && (!opts->size || opts->size >= sizeof(*opts)))
+			fsafe__error_set(opts->error, r, -r, "options", false);
+		return r;
+	}
+	return fsafe__writer_open(dirfd, path, &o, out);
 }
 
 int fsafe_writer_write(fsafe_writer *w, const void *buf, size_t len)

@@ -14,6 +14,8 @@
 #ifndef FSAFE_BATCH_H
 #define FSAFE_BATCH_H
 
+#include "fsafe.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif

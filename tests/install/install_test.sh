@@ -166,17 +166,24 @@ export PKG_CONFIG_PATH=$libdir/pkgconfig
 unset PKG_CONFIG_SYSROOT_DIR
 pc_version=$(pkg-config --modversion fsafe) || fail "pkg-config cannot read fsafe.pc"
 [ "$pc_version" = "$version" ] || fail "fsafe.pc Version is '$pc_version', expected $version"
+# The prefix is relative to the .pc file itself (relocatable), so compare
+# the directories the flags name, not their spelling.
+same_dir() { [ "$(realpath -m "$1")" = "$(realpath -m "$2")" ]; }
 pc_prefix=$(pkg-config --variable=prefix fsafe)
-[ "$pc_prefix" = "$prefix" ] || fail "fsafe.pc prefix is '$pc_prefix', expected $prefix"
+same_dir "$pc_prefix" "$prefix" || fail "fsafe.pc prefix is '$pc_prefix', expected $prefix"
 pc_cflags=$(pkg-config --cflags fsafe)
 pc_libs=$(pkg-config --libs fsafe)
-case " $pc_cflags " in *" -I$prefix/include "*) ;; *)
-	# pkg-config drops -I/usr/include; our prefix is never a system dir.
-	fail "pkg-config --cflags fsafe gives '$pc_cflags', missing -I$prefix/include" ;;
-esac
-case " $pc_libs " in *" -L$libdir "*) ;; *)
-	fail "pkg-config --libs fsafe gives '$pc_libs', missing -L$libdir" ;;
-esac
+flag_dir() { # flag_dir -I "flags" DIR: does some -IX in flags name DIR?
+	for f in $2; do
+		case $f in "$1"*) same_dir "${f#"$1"}" "$3" && return 0 ;; esac
+	done
+	return 1
+}
+# pkg-config drops -I/usr/include; our prefix is never a system dir.
+flag_dir -I "$pc_cflags" "$prefix/include" ||
+	fail "pkg-config --cflags fsafe gives '$pc_cflags', missing -I$prefix/include"
+flag_dir -L "$pc_libs" "$libdir" ||
+	fail "pkg-config --libs fsafe gives '$pc_libs', missing -L$libdir"
 case " $pc_libs " in *" -lfsafe "*) ;; *)
 	fail "pkg-config --libs fsafe gives '$pc_libs', missing -lfsafe" ;;
 esac
