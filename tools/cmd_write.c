@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_batch.h"
 #include "cli_signal.h"
 #include "cli_util.h"
 #include "fsafe.h"
@@ -24,7 +25,8 @@
 static const char usage[] =
 	"usage: fsafe write [--mode MODE] [--create-only] [--no-follow] "
 	"[--mkdir]\n"
-	"                   [--no-sync] [--no-tmpfile] [--root DIR] FILE\n";
+	"                   [--no-sync] [--no-tmpfile] [--root DIR] FILE\n"
+	"       fsafe write --batch [OPTIONS] < TARGET\\0SOURCE\\0...\n";
 
 static const char help[] =
 	"Replace FILE atomically with standard input: readers see the old\n"
@@ -43,6 +45,12 @@ static const char help[] =
 	"                    absolute path, '..' above DIR or a symbolic link\n"
 	"                    on the way is refused (--no-follow replaces a\n"
 	"                    link at FILE), and nothing is made outside DIR\n"
+	"  -b, --batch       replace many files: standard input holds\n"
+	"                    NUL-separated TARGET and SOURCE pairs; each\n"
+	"                    TARGET gets SOURCE's content, each atomically,\n"
+	"                    in group commits that share device flushes\n"
+	"                    (not a transaction: after a crash some targets\n"
+	"                    may be new and others old)\n"
 	"  -h, --help        this text\n"
 	"\n"
 	"On failure or on SIGINT, SIGTERM, SIGHUP or SIGPIPE while reading,\n"
@@ -53,7 +61,7 @@ struct write_args {
 	const char *file;
 	const char *root;
 	struct fsafe_write_opts opts;
-	bool help;
+	bool help, batch;
 };
 
 /*
@@ -92,12 +100,13 @@ static int parse_args(int argc, char **argv, struct write_args *a)
 		{ "no-sync", no_argument, NULL, 's' },
 		{ "no-tmpfile", no_argument, NULL, OPT_NO_TMPFILE },
 		{ "root", required_argument, NULL, 'r' },
+		{ "batch", no_argument, NULL, 'b' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	/* ':' first: a missing value is reported apart from an unknown
 	   option. */
-	static const char shortopts[] = ":m:cnpsr:h";
+	static const char shortopts[] = ":m:cnpsr:bh";
 	int c;
 
 	opterr = 0;
@@ -115,10 +124,17 @@ static int parse_args(int argc, char **argv, struct write_args *a)
 		case 's': a->opts.flags |= FSAFE_NO_SYNC; break;
 		case OPT_NO_TMPFILE: a->opts.flags |= FSAFE_NO_TMPFILE; break;
 		case 'r': a->root = optarg; break;
+		case 'b': a->batch = true; break;
 		case 'h': a->help = true; return CLI_OK;
 		default: return cli_bad_option("write", argv, c, usage);
 		}
 	}
+	if (a->batch && (a->root || argc != optind))
+		return cli_usage_error("write", a->root
+		        ? "--batch does not take --root"
+		        : "--batch takes its files on standard input", usage);
+	if (a->batch)
+		return CLI_OK;
 	if (argc - optind != 1)
 		return cli_usage_error("write", argc == optind
 		        ? "FILE is missing" : "only one FILE", usage);
@@ -293,5 +309,5 @@ int cmd_write(int argc, char **argv)
 		fputs(help, stdout);
 		return cli_flush_stdout("write") ? CLI_OK : CLI_FAIL;
 	}
-	return run(&a);
+	return a.batch ? cli_write_batch(&a.opts) : run(&a);
 }
