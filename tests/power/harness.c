@@ -246,8 +246,8 @@ static const char *stray(const struct pw_workload *w, int root,
 	return bad;
 }
 
-static const char *sweep_all(const struct pw_workload *w, int root,
-                             char *buf, size_t len)
+const char *pw_sweep_all(const struct pw_workload *w, int root, char *buf,
+                         size_t len)
 {
 	for (const char *const *d = w->dirs; *d; d++) {
 		if (faccessat(root, *d, F_OK, AT_SYMLINK_NOFOLLOW) < 0)
@@ -270,8 +270,8 @@ const char *pw_judge(const struct pw_workload *w, int root,
 	for (const char *const *d = w->dirs; !bad && *d; d++)
 		bad = stray(w, root, *d, false, buf, len);
 	if (!bad)
-		bad = w->recover ? w->recover(root, buf, len)
-		                 : sweep_all(w, root, buf, len);
+		bad = w->recover ? w->recover(w, root, buf, len)
+		                 : pw_sweep_all(w, root, buf, len);
 	for (const char *const *d = w->dirs; !bad && *d; d++)
 		bad = stray(w, root, *d, true, buf, len);
 	if (!bad)

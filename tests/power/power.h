@@ -64,6 +64,12 @@ struct pw_workload {
 	   after a crash like staging names; NULL: none. Recovery must remove
 	   them as the sweep removes staging names. */
 	bool (*leftover)(const char *name);
+	/* Layer A: cut right after a journal commit (an fsync of the case
+	   root just before the shutdown), as ext4's commit timer or any
+	   other process's fsync may do at any moment: metadata on disk, the
+	   data not yet. For workloads that promise something without syncing
+	   it themselves. */
+	bool commit_before_cut;
 	/* FSAFE__BREAK_* switches whose removal this workload must expose
 	   (at least one violation in each layer). */
 	unsigned catches;
@@ -73,9 +79,10 @@ struct pw_workload {
 	/* The workload, through the library, calling pw_returned() after
 	   each of its library calls. Runs in a child that may die anywhere. */
 	void (*run)(int root, struct pw_progress *p);
-	/* Recovery after the crash; NULL: sweep every dir in `dirs`.
-	   Returns NULL, or a violation written to buf. */
-	const char *(*recover)(int root, char *buf, size_t len);
+	/* Recovery after the crash; NULL: pw_sweep_all(). Returns NULL, or
+	   a violation written to buf. */
+	const char *(*recover)(const struct pw_workload *w, int root,
+	                       char *buf, size_t len);
 	/* The invariants, given what returned before the crash. */
 	const char *(*check)(int root, const struct pw_progress *p, char *buf,
 	                     size_t len);
@@ -94,6 +101,10 @@ void pw_init(void);
  */
 const char *pw_judge(const struct pw_workload *w, int root,
                      const struct pw_progress *p, char *buf, size_t len);
+
+/* The default recovery: a sweep with age 0 of each of w->dirs. */
+const char *pw_sweep_all(const struct pw_workload *w, int root, char *buf,
+                         size_t len);
 
 /* ---- helpers for workloads and checks ---------------------------------- */
 

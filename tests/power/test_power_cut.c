@@ -14,7 +14,8 @@
  *   child:  open the mount, install FAULT_HOOK at call N, run the workload;
  *           the hook calls ioctl(FS_IOC_SHUTDOWN, FS_GOING_DOWN_NOLOGFLUSH)
  *           (whatever is not on the device is lost, the journal included)
- *           and SIGKILLs the child before call N runs
+ *           and SIGKILLs the child before call N runs (a workload may ask
+ *           for a journal commit, an fsync of the case root, first)
  *   parent: unmount, mount again (journal recovery: power on), then judge:
  *           leftovers are staging names, a sweep with age 0 removes them,
  *           and the workload's invariant holds (byte equality).
@@ -101,6 +102,7 @@ struct shared {
 };
 static struct shared *sh;
 static int mountfd = -1; /* the child's descriptor on the mount root */
+static int casefd = -1;  /* and on the case root, when it commits first */
 
 static double now_s(void)
 {
@@ -272,6 +274,8 @@ static void cut_power(int call, const char *name)
 	uint32_t how = FS_GOING_DOWN_NOLOGFLUSH;
 
 	(void)call, (void)name;
+	if (casefd >= 0 && fsync(casefd) < 0)
+		sh->shutdown_errno = errno;
 	if (ioctl(mountfd, FS_IOC_SHUTDOWN, &how) < 0)
 		sh->shutdown_errno = errno ? errno : EIO;
 	raise(SIGKILL);
@@ -322,6 +326,8 @@ static int run_child(const struct pw_workload *w, int at)
 		int root = openat(mountfd, "case", O_RDONLY | O_DIRECTORY);
 		if (mountfd < 0 || root < 0)
 			_exit(2);
+		if (w->commit_before_cut)
+			casefd = root;
 		pw_det_reset();
 		pw_calls_now = fault_calls;
 		fault_set_real(&pw_sys_det);

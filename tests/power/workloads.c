@@ -110,6 +110,24 @@ static const char *check_untouched(int root, const struct pw_progress *p,
 	                 buf, len);
 }
 
+/*
+ * FSAFE_NO_SYNC promises atomicity without durability ("old or new, never
+ * a mix"): OLD is acceptable even after the write returned, but never an
+ * empty, zero-filled or mixed target.
+ */
+static void run_nosync(int root, struct pw_progress *p)
+{
+	write_with(root, p, FSAFE_NO_SYNC);
+}
+
+static const char *check_nosync(int root, const struct pw_progress *p,
+                                char *buf, size_t len)
+{
+	(void)p;
+	return pw_expect(root, "target", pw_old, PW_OLD_LEN, pw_new,
+	                 PW_NEW_LEN, false, buf, len);
+}
+
 /* ---- the managed writer: open, three chunks, commit --------------------- */
 
 #define CHUNK 4096
@@ -258,6 +276,10 @@ const struct pw_workload pw_workloads[] = {
 	{ .name = "create-only (link+unlink, named)", .dirs = here,
 	  .known = target_only, .catches = PUBLISHES,
 	  .run = run_create_only_link, .check = check_new },
+	{ .name = "replace, FSAFE_NO_SYNC (atomic only)", .dirs = here,
+	  .known = target_only, .commit_before_cut = true,
+	  .setup_old = old_target, .run = run_nosync,
+	  .check = check_nosync },
 	{ .name = "create-only onto OLD", .dirs = here, .known = target_only,
 	  .setup_old = old_target, .run = run_create_only,
 	  .check = check_untouched },
@@ -272,7 +294,7 @@ const struct pw_workload pw_workloads[] = {
 	  .known = mkdir_known, .run = run_mkdir_race,
 	  .check = check_mkdir },
 	{ .name = "sweep after a cut, then replace", .dirs = here,
-	  .known = target_only, .setup_old = old_leftovers,
+	  .known = target_only, .commit_before_cut = true, .setup_old = old_leftovers,
 	  .run = run_sweep, .check = check_sweep },
 	{ .name = "stage name collides with a leftover", .dirs = here,
 	  .known = target_only, .catches = FSAFE__BREAK_EXCL,
