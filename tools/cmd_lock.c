@@ -1,0 +1,281 @@
+/*
+ * fsafe lock: run a command while holding a lock (like flock(1), but the
+ * lock survives its holder crashing: see fsafe/lock.h), or show who holds
+ * one.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "cli_duration.h"
+#include "cli_util.h"
+#include "fsafe.h"
+
+static const char usage[] =
+	"usage: fsafe lock [--timeout DURATION | --no-wait] [--force] [--kernel]"
+	" LOCKFILE -- COMMAND [ARGS...]\n"
+	"       fsafe lock --status LOCKFILE\n";
+
+static const char help[] =
+	"Run COMMAND while holding the lock LOCKFILE; release it afterwards and\n"
+	"exit with COMMAND's status. A holder that dies leaves the lock to be\n"
+	"broken by the next taker, once its record proves the holder dead.\n"
+	"\n"
+	"  -t, --timeout DURATION  give up after DURATION (ms, s, m, h or d;\n"
+	"                          no unit: seconds); default: wait for ever\n"
+	"  -n, --no-wait           give up at once if the lock is held\n"
+	"  -f, --force             also break a lock whose owner cannot be\n"
+	"                          judged (another host): ends mutual exclusion\n"
+	"                          if that owner is alive\n"
+	"  -k, --kernel            kernel (OFD) lock on a file that stays:\n"
+	"                          local filesystems only\n"
+	"  -s, --status            print the owner record and whether its owner\n"
+	"                          is alive, dead or unknown (another host)\n"
+	"  -h, --help              this text\n"
+	"\n"
+	"Exit status: COMMAND's (128 + N if killed by signal N); 1 when the\n"
+	"lock is held (the holder is named) or fails, or was broken while\n"
+	"COMMAND ran; 2 usage error; 126/127 COMMAND could not be run.\n"
+	"--status: 0 a record was shown, 1 not held or unreadable.\n";
+
+struct lock_args {
+	struct fsafe_lock_opts opts;
+	bool status, help, have_timeout;
+	const char *path;
+	char **command;
+};
+
+static int parse_timeout(const char *s, struct lock_args *a)
+{
+	int r = cli_parse_duration(s, &a->opts.timeout_ms);
+
+	if (r < 0)
+		return cli_usage_error("lock", r == -ERANGE
+		        ? "--timeout: duration too large"
+		        : "--timeout takes a whole number and a unit: ms, s, m, "
+		          "h or d", usage);
+	/* 0 is "no limit" to the library; to a user it means "try once". */
+	if (a->opts.timeout_ms == 0)
+		a->opts.flags |= FSAFE_LOCK_NO_WAIT;
+	a->have_timeout = true;
+	return CLI_OK;
+}
+
+static int parse_operands(int argc, char **argv, struct lock_args *a)
+{
+	if (optind == argc)
+		return cli_usage_error("lock", "LOCKFILE is missing", usage);
+	a->path = argv[optind++];
+	if (a->status) {
+		if (optind != argc)
+			return cli_usage_error("lock", "--status takes only "
+			                       "LOCKFILE", usage);
+		return CLI_OK;
+	}
+	if (optind < argc && !strcmp(argv[optind], "--"))
+		optind++;
+	if (optind == argc)
+		return cli_usage_error("lock", "COMMAND is missing", usage);
+	a->command = argv + optind;
+	return CLI_OK;
+}
+
+static int parse_args(int argc, char **argv, struct lock_args *a)
+{
+	static const struct option longopts[] = {
+		{ "timeout", required_argument, NULL, 't' },
+		{ "no-wait", no_argument, NULL, 'n' },
+		{ "force", no_argument, NULL, 'f' },
+		{ "kernel", no_argument, NULL, 'k' },
+		{ "status", no_argument, NULL, 's' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	bool no_wait = false;
+	int c, r;
+
+	opterr = 0;
+	/* '+': options end at LOCKFILE, so COMMAND keeps its own options. */
+	while ((c = getopt_long(argc, argv, "+:t:nfksh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 't':
+			if ((r = parse_timeout(optarg, a)) != CLI_OK)
+				return r;
+			break;
+		case 'n': no_wait = true; break;
+		case 'f': a->opts.flags |= FSAFE_LOCK_FORCE; break;
+		case 'k': a->opts.flags |= FSAFE_LOCK_KERNEL; break;
+		case 's': a->status = true; break;
+		case 'h': a->help = true; return CLI_OK;
+		default: return cli_bad_option("lock", argv, c, usage);
+		}
+	}
+	if (no_wait && a->have_timeout)
+		return cli_usage_error("lock", "--timeout and --no-wait "
+		                       "exclude each other", usage);
+	if (no_wait)
+		a->opts.flags |= FSAFE_LOCK_NO_WAIT;
+	return parse_operands(argc, argv, a);
+}
+
+static void format_time(int64_t ms, char *buf, size_t len)
+{
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+
+	if (!localtime_r(&t, &tm) || !strftime(buf, len, "%Y-%m-%d %H:%M:%S", &tm))
+		snprintf(buf, len, "@%lld", (long long)(ms / 1000));
+}
+
+static const char *verdict_name(enum fsafe_lock_liveness v)
+{
+	switch (v) {
+	case FSAFE_OWNER_ALIVE: return "alive";
+	case FSAFE_OWNER_DEAD: return "dead";
+	default: return "unknown";
+	}
+}
+
+/* Name the holder, for a lock we could not get. */
+static int report_holder(const char *path, int why)
+{
+	struct fsafe_lock_owner o = { .size = sizeof(o) };
+	char when[64];
+	int r = fsafe_lock_inspect(AT_FDCWD, path, &o);
+
+	if (r == 0) {
+		format_time(o.time_ms, when, sizeof(when));
+		cli_warn("%s is held by pid %d (started %s) on host %s", path,
+		         (int)o.pid, when, o.host);
+	} else if (r == -EBADMSG) {
+		cli_warn("%s is held, but its owner record is malformed "
+		         "(it is broken once older than the grace period)", path);
+	} else if (r == -EPROTONOSUPPORT) {
+		cli_warn("%s is held by a newer fsafe (record version %u)", path,
+		         o.version);
+	} else {
+		cli_warn("%s: %s", path, fsafe_strerror(why));
+	}
+	return CLI_FAIL;
+}
+
+static int show_status(const char *path)
+{
+	struct fsafe_lock_owner o = { .size = sizeof(o) };
+	char when[64];
+	int r = fsafe_lock_inspect(AT_FDCWD, path, &o);
+
+	if (r == -ENOENT) {
+		printf("%s: not held\n", path);
+		cli_flush_stdout("lock");
+		return CLI_FAIL;
+	}
+	if (r < 0) {
+		cli_warn("lock --status %s: %s", path, r == -EBADMSG
+		         ? "malformed owner record" : fsafe_strerror(r));
+		return CLI_FAIL;
+	}
+	format_time(o.time_ms, when, sizeof(when));
+	printf("lock %s\nmode %s\npid %d\nstart %llu\nboot %s\nhost %s\n"
+	       "pidns %llu\ntoken %s\ntime %lld (%s)\nowner %s\n",
+	       path, o.kernel ? "kernel" : "link", (int)o.pid,
+	       (unsigned long long)o.start, o.boot_id, o.host,
+	       (unsigned long long)o.pidns, o.token, (long long)o.time_ms,
+	       when, verdict_name(o.liveness));
+	return cli_flush_stdout("lock") ? CLI_OK : CLI_FAIL;
+}
+
+static volatile sig_atomic_t child_pid;
+
+/* Termination requests go to COMMAND, so that we outlive it, release the
+   lock and report its status. */
+static void forward(int sig)
+{
+	if (child_pid > 0)
+		kill((pid_t)child_pid, sig);
+}
+
+static void set_handlers(void (*fn)(int))
+{
+	static const int sigs[] = { SIGTERM, SIGHUP, SIGINT, SIGQUIT };
+	struct sigaction sa = { .sa_handler = fn };
+
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+		struct sigaction old;
+		sigaction(sigs[i], NULL, &old);
+		if (old.sa_handler != SIG_IGN) /* an ignored one stays so */
+			sigaction(sigs[i], &sa, NULL);
+	}
+}
+
+static int run(char **command)
+{
+	int st;
+	pid_t pid = fork();
+
+	if (pid < 0) {
+		cli_warn("lock: fork: %s", strerror(errno));
+		return CLI_FAIL;
+	}
+	if (pid == 0) {
+		set_handlers(SIG_DFL);
+		execvp(command[0], command);
+		cli_warn("lock: %s: %s", command[0], strerror(errno));
+		_exit(errno == ENOENT ? 127 : 126);
+	}
+	child_pid = pid;
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return CLI_FAIL;
+	child_pid = 0;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int hold_and_run(struct lock_args *a)
+{
+	fsafe_lock *l;
+	int r = fsafe_lock_acquire(AT_FDCWD, a->path, &a->opts, &l);
+
+	if (r == -EWOULDBLOCK || r == -ETIMEDOUT)
+		return report_holder(a->path, r);
+	if (r < 0) {
+		cli_warn("lock %s: %s", a->path, fsafe_strerror(r));
+		return CLI_FAIL;
+	}
+	set_handlers(forward);
+	int status = run(a->command);
+	set_handlers(SIG_DFL);
+	r = fsafe_lock_release(l);
+	if (r == -ESTALE) {
+		cli_warn("%s was broken while %s ran: mutual exclusion may have "
+		         "been lost", a->path, a->command[0]);
+		return status ? status : CLI_FAIL;
+	}
+	if (r < 0)
+		cli_warn("lock %s: release: %s", a->path, fsafe_strerror(r));
+	return status;
+}
+
+int cmd_lock(int argc, char **argv)
+{
+	struct lock_args a = { .opts = FSAFE_LOCK_OPTS_INIT };
+	int r = parse_args(argc, argv, &a);
+
+	if (r != CLI_OK)
+		return r;
+	if (a.help) {
+		fputs(usage, stdout);
+		fputs(help, stdout);
+		return cli_flush_stdout("lock") ? CLI_OK : CLI_FAIL;
+	}
+	return a.status ? show_status(a.path) : hold_and_run(&a);
+}
