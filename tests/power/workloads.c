@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "fsafe.h"
+#include "fsafe/lock.h"
 #include "sys.h"
 
 static const char *const here[] = { ".", NULL };
@@ -255,6 +256,106 @@ static const char *check_collision(int root, const struct pw_progress *p,
 	                 buf, len);
 }
 
+/* ---- locks: acquire, work under the lock, release ----------------------- */
+
+/*
+ * The process holding the lock dies at the cut. Whatever survived, the
+ * next acquirer (recovery, in a live process) must get the lock at once,
+ * breaking it if the dead holder's file is still there, and the lock
+ * module's private names must be gone once it has.
+ */
+static const char *const lock_known[] = { "lock", "target", NULL };
+
+static bool lock_private(const char *name)
+{
+	size_t n = strlen(name);
+
+	return strncmp(name, ".lock-", 6) == 0 &&
+	       ((n > 4 && strcmp(name + n - 4, ".tmp") == 0) ||
+	        (n > 7 && strcmp(name + n - 7, ".broken") == 0));
+}
+
+static void run_lock_with(int root, struct pw_progress *p, unsigned flags)
+{
+	struct fsafe_lock_opts o = FSAFE_LOCK_OPTS_INIT;
+	fsafe_lock *l;
+
+	o.flags = FSAFE_LOCK_NO_WAIT | flags;
+	int r = fsafe_lock_acquire(root, "lock", &o, &l);
+	pw_returned(p, 0, r);
+	if (r < 0)
+		return;
+	write_op(root, p, 1, pw_new, PW_NEW_LEN, 0);
+	pw_returned(p, 2, fsafe_lock_release(l));
+}
+
+static void run_lock(int root, struct pw_progress *p)
+{
+	run_lock_with(root, p, 0);
+}
+
+static void run_lock_kernel(int root, struct pw_progress *p)
+{
+	run_lock_with(root, p, FSAFE_LOCK_KERNEL);
+}
+
+static const char *recover_lock_with(const struct pw_workload *w, int root,
+                                     char *buf, size_t len, unsigned flags)
+{
+	struct fsafe_lock_opts o = FSAFE_LOCK_OPTS_INIT;
+	struct stat st;
+	fsafe_lock *l;
+	const char *bad = pw_sweep_all(w, root, buf, len);
+
+	if (bad)
+		return bad;
+	bool left = fstatat(root, "lock", &st, AT_SYMLINK_NOFOLLOW) == 0;
+	o.flags = FSAFE_LOCK_NO_WAIT | flags;
+	int r = fsafe_lock_acquire(root, "lock", &o, &l);
+	if (r < 0) {
+		snprintf(buf, len, "the next acquirer could not take the lock "
+		         "the dead process %s: %s", left ? "left" : "had",
+		         fsafe_strerror(r));
+		return buf;
+	}
+	unsigned broken = fsafe_lock_broken(l);
+	if ((r = fsafe_lock_release(l)) < 0) {
+		snprintf(buf, len, "release after the cut: %s",
+		         fsafe_strerror(r));
+		return buf;
+	}
+	if (left && !(flags & FSAFE_LOCK_KERNEL) && !broken) {
+		snprintf(buf, len, "the dead holder's lock file was there, yet "
+		         "the next acquirer broke nothing");
+		return buf;
+	}
+	return NULL;
+}
+
+static const char *recover_lock(const struct pw_workload *w, int root,
+                                char *buf, size_t len)
+{
+	return recover_lock_with(w, root, buf, len, 0);
+}
+
+static const char *recover_lock_kernel(const struct pw_workload *w, int root,
+                                       char *buf, size_t len)
+{
+	return recover_lock_with(w, root, buf, len, FSAFE_LOCK_KERNEL);
+}
+
+static const char *check_lock(int root, const struct pw_progress *p,
+                              char *buf, size_t len)
+{
+	if (p->returned && p->result[0] != 0) {
+		snprintf(buf, len, "acquiring a free lock returned %s",
+		         fsafe_strerror(p->result[0]));
+		return buf;
+	}
+	return pw_expect(root, "target", pw_old, PW_OLD_LEN, pw_new,
+	                 PW_NEW_LEN, pw_done(p, 1, 0), buf, len);
+}
+
 #define PUBLISHES (FSAFE__BREAK_DIR_SYNC | FSAFE__BREAK_DATA_SYNC)
 
 const struct pw_workload pw_workloads[] = {
@@ -296,6 +397,14 @@ const struct pw_workload pw_workloads[] = {
 	{ .name = "sweep after a cut, then replace", .dirs = here,
 	  .known = target_only, .commit_before_cut = true, .setup_old = old_leftovers,
 	  .run = run_sweep, .check = check_sweep },
+	{ .name = "lock acquire, write, release (link)", .dirs = here,
+	  .known = lock_known, .leftover = lock_private,
+	  .setup_old = old_target, .run = run_lock, .recover = recover_lock,
+	  .check = check_lock },
+	{ .name = "lock acquire, write, release (kernel)", .dirs = here,
+	  .known = lock_known, .leftover = lock_private,
+	  .setup_old = old_target, .run = run_lock_kernel,
+	  .recover = recover_lock_kernel, .check = check_lock },
 	{ .name = "stage name collides with a leftover", .dirs = here,
 	  .known = target_only, .catches = FSAFE__BREAK_EXCL,
 	  .setup_old = old_collision, .run = run_collision,
