@@ -404,6 +404,34 @@ static int stage(struct acq *a)
 	return fsafe__fstat(a->fd, &a->st);
 }
 
+static int64_t wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The record says when the lock was taken, not when we began to wait:
+   after a wait, restate it before the next attempt. */
+static int refresh(struct acq *a)
+{
+	int64_t now = wall_ms();
+	int n, r;
+
+	if (now - a->self.time_ms < 1000)
+		return 0;
+	a->self.time_ms = now;
+	if ((n = fsafe__owner_format(&a->self, a->rec, sizeof(a->rec))) < 0)
+		return n;
+	if ((size_t)n != a->rec_len && SYS->ftruncate(a->fd, n) < 0)
+		return -errno;
+	a->rec_len = (size_t)n;
+	if ((r = pwrite_all(a->fd, a->rec, a->rec_len, 0)) < 0)
+		return r;
+	return fsafe__fsync(a->fd);
+}
+
 static void unstage(struct acq *a)
 {
 	if (a->staging[0])
@@ -423,6 +451,8 @@ static int acquire_link(struct acq *a)
 		return -ENOMEM;
 	for (;;) {
 		if (a->fd < 0 && (r = stage(a)) < 0)
+			break;
+		if ((r = refresh(a)) < 0)
 			break;
 		r = fsafe__linkat(a->t.dirfd, a->staging, a->t.dirfd, a->t.name, 0);
 		if (r == -ENOENT) { /* a scanner took a stage it could lock */

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -141,14 +142,21 @@ static void waits_for_release(void **state)
 		if (take(f, 0, 0, 0, &h) != 0)
 			_exit(1);
 		(void)!write(p[1], "x", 1);
-		usleep(200 * 1000); /* hold it a while: the waiter must wait */
+		usleep(1200 * 1000); /* hold it a while: the waiter must wait */
 		_exit(fsafe_lock_release(h) == 0 ? 0 : 2);
 	}
 	assert_int_equal(read(p[0], &c, 1), 1);
 	uint64_t t0 = lu_now_ms();
+	struct timespec wall;
+	clock_gettime(CLOCK_REALTIME, &wall);
+	int64_t began = (int64_t)wall.tv_sec * 1000 + wall.tv_nsec / 1000000;
 	assert_int_equal(take(f, 0, 5000, 0, &l), 0);
-	assert_true(lu_now_ms() - t0 >= 150);
+	assert_true(lu_now_ms() - t0 >= 1000);
 	assert_int_equal(fsafe_lock_broken(l), 0);
+	/* The record says when it was taken, not when the wait began. */
+	struct fsafe_lock_owner o = { .size = sizeof(o) };
+	assert_int_equal(fsafe_lock_inspect(f->dfd, "app.lock", &o), 0);
+	assert_true(o.time_ms >= began + 1000);
 	int st;
 	waitpid(pid, &st, 0);
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
