@@ -75,6 +75,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/openat2.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -334,8 +335,13 @@ static int r_openat(int d, const char *p, int f, mode_t m)
 static int r_openat2(int d, const char *p, void *how, size_t size)
 {
 	tick("openat2");
-	/* The library uses openat2 only to resolve (RESOLVE_* flags), never to
-	   create; a creating openat2 would need logging like openat. */
+	/* The library opens only directories with openat2 (to resolve
+	   beneath a root); one that creates or truncates would need logging
+	   like openat, so say so rather than miss it. */
+	if (size >= sizeof(uint64_t) &&
+	    (((const struct open_how *)how)->flags &
+	     (O_CREAT | O_TRUNC | __O_TMPFILE)))
+		rec_fail("a creating openat2 is not modelled");
 	return next_sys->openat2(d, p, how, size);
 }
 
