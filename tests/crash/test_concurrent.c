@@ -42,7 +42,10 @@ struct header {
 	uint32_t len; /* payload bytes after the header */
 };
 
+#define CREATE_ROUNDS 150
+
 struct shared {
+	atomic_int create_result[CREATE_ROUNDS][WRITERS];
 	atomic_bool writers_done;
 	atomic_long reads[READERS];
 	atomic_long distinct[READERS];
@@ -270,10 +273,111 @@ static void writers_and_readers(void **state)
 	free(dir);
 }
 
+/*
+ * Create-only races: every racer tries to create the same fresh names, in
+ * the same order, each with another publish path (no-replace rename or
+ * link+unlink, O_TMPFILE or named stage). Exactly one may win each name,
+ * the rest must get -EEXIST, and the file must be the winner's, whole.
+ */
+static int start_gate = -1, start_gate_w = -1;
+
+static void create_racer(int id, int dirfd)
+{
+	static unsigned char buf[sizeof(struct header) + MAX_PAYLOAD];
+	struct fsafe_write_opts o = FSAFE_WRITE_OPTS_INIT;
+	char name[32], c;
+
+	/* No syncs: a racer that syncs falls behind and never contends;
+	   the race is decided before any sync anyway. */
+	o.flags = FSAFE_CREATE_ONLY | FSAFE_NO_SYNC |
+	          (id & 1 ? FSAFE_NO_RENAMEAT2 : 0) |
+	          (id & 2 ? FSAFE_NO_TMPFILE : 0);
+	/* Everyone starts when the parent closes the gate, so the racers
+	   meet on the same names instead of one finishing first. */
+	close(start_gate_w);
+	while (read(start_gate, &c, 1) < 0 && errno == EINTR)
+		;
+	for (uint32_t i = 0; i < CREATE_ROUNDS; i++) {
+		size_t n = make_version(buf, (uint32_t)id, i + 1);
+		snprintf(name, sizeof(name), "c%03u", (unsigned)i);
+		int r = fsafe_write_fileat(dirfd, name, buf, n, &o);
+		atomic_store(&sh->create_result[i][id], r);
+		if (r != 0 && r != -EEXIST)
+			child_fail(READERS + id, "racer %d, %s: %s", id, name,
+			           fsafe_strerror(r));
+	}
+	_exit(0);
+}
+
+static void create_only_races(void **state)
+{
+	(void)state;
+	char *dir = tu_mkscratch();
+	pid_t racers[WRITERS];
+	int gate[2], failed = 0, won[WRITERS] = { 0 };
+
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
+	          MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	assert_true(sh != MAP_FAILED);
+	memset(sh, 0, sizeof(*sh));
+	int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_true(dirfd >= 0);
+	assert_int_equal(pipe2(gate, O_CLOEXEC), 0);
+	start_gate = gate[0];
+	start_gate_w = gate[1];
+
+	for (int i = 0; i < WRITERS; i++)
+		racers[i] = spawn(create_racer, i, dirfd);
+	close(gate[1]);
+	for (int i = 0; i < WRITERS; i++)
+		failed += reap(racers[i], READERS + i, "racer");
+	close(gate[0]);
+	assert_int_equal(failed, 0);
+
+	for (int i = 0; i < CREATE_ROUNDS; i++) {
+		char name[32];
+		int winner = -1, wins = 0;
+		struct header h;
+		size_t n;
+
+		for (int w = 0; w < WRITERS; w++)
+			if (atomic_load(&sh->create_result[i][w]) == 0) {
+				winner = w;
+				wins++;
+			}
+		if (wins != 1)
+			fail_msg("c%03d: %d racers were told they created it",
+			         i, wins);
+		won[winner]++;
+		snprintf(name, sizeof(name), "c%03d", i);
+		char *got = tu_get(dir, name, &n);
+		assert_non_null(got);
+		const char *why = check_version((unsigned char *)got, n, &h);
+		if (why)
+			fail_msg("%s: %s", name, why);
+		if (h.writer != (uint32_t)winner || h.seq != (uint32_t)i + 1)
+			fail_msg("%s holds racer %u's version, but racer %d "
+			         "won it", name, h.writer, winner);
+		free(got);
+	}
+	print_message("%d names; won by racer 0..3 (each another publish "
+	              "path): %d %d %d %d\n",
+	              CREATE_ROUNDS, won[0], won[1], won[2], won[3]);
+	/* Losers leave nothing, and no link+unlink leaves its second name. */
+	assert_int_equal(tu_count_staging(dir), 0);
+	assert_int_equal(tu_count_entries(dir), CREATE_ROUNDS);
+
+	close(dirfd);
+	munmap(sh, sizeof(*sh));
+	tu_rmtree(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(writers_and_readers),
+		cmocka_unit_test(create_only_races),
 	};
 	return cmocka_run_group_tests_name("crash_concurrent", tests, NULL,
 	                                   NULL);
