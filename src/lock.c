@@ -96,6 +96,19 @@ static int do_flock(int fd, int op)
 	return r < 0 ? -errno : 0;
 }
 
+/*
+ * Take the flock a live holder keeps, without waiting. NFS emulates flock
+ * with byte-range locks, where an exclusive one needs a writable fd and
+ * records are read-only: a shared one still proves that no holder has it
+ * (though it no longer keeps other breakers out; the re-check does).
+ */
+static int try_guard(int fd)
+{
+	int r = do_flock(fd, LOCK_EX | LOCK_NB);
+
+	return r == -EBADF ? do_flock(fd, LOCK_SH | LOCK_NB) : r;
+}
+
 /* The filesystem offers no locks here (or not on a read-only fd, as
    NFS's flock emulation): carry on without that guard. */
 static bool no_locks(int r)
@@ -325,7 +338,7 @@ static int break_lock(struct acq *a, int fd, const struct stat *st,
 {
 	char priv[PRIV_MAX];
 	struct stat now;
-	int r = do_flock(fd, LOCK_EX | LOCK_NB);
+	int r = try_guard(fd);
 
 	if (r == -EWOULDBLOCK)
 		return 0; /* its owner, alive after all, or another breaker */
@@ -613,7 +626,7 @@ static void sweep_private(struct acq *a, int dirfd, const char *name,
 
 	if (fd < 0)
 		return;
-	int g = do_flock(fd, LOCK_EX | LOCK_NB);
+	int g = try_guard(fd);
 	if (g == 0 || no_locks(g)) {
 		ssize_t n = check_regular(fd, &st) < 0
 		                    ? -1
@@ -793,7 +806,7 @@ static int inspect_verdict(int fd, struct fsafe_lock_owner *o)
 	o->liveness = fsafe__owner_judge(o, &self);
 	/* The holder keeps a flock: if someone holds one, trust it. */
 	if (o->liveness != FSAFE_OWNER_ALIVE &&
-	    do_flock(fd, LOCK_EX | LOCK_NB) == -EWOULDBLOCK)
+	    try_guard(fd) == -EWOULDBLOCK)
 		o->liveness = FSAFE_OWNER_ALIVE;
 	return 0;
 }

@@ -282,6 +282,62 @@ static void eperm_keeps(void **state)
 	take_and_release(f, 0, 1); /* without EPERM: dead, broken */
 }
 
+/* The n-th call named `name` in a traced run of a try-once acquire. */
+static int nth_call(struct fx *f, const char *name, int nth)
+{
+	struct fault_plan count = { .kind = FAULT_NONE };
+	fsafe_lock *l = NULL;
+
+	fault_install(&count);
+	take(f, FSAFE_LOCK_NO_WAIT, 0, 0, &l);
+	int n = fault_calls();
+	fault_remove();
+	fsafe_lock_release(l);
+	for (int i = 1; i <= n; i++)
+		if (strcmp(fault_call_name(i), name) == 0 && --nth == 0)
+			return i;
+	fail_msg("no such %s call", name);
+	return 0;
+}
+
+static int take_with_ebadf_at(struct fx *f, int at, fsafe_lock **l)
+{
+	struct fault_plan plan = { .at = at, .kind = FAULT_ERRNO, .err = EBADF };
+
+	fault_install(&plan);
+	int r = take(f, FSAFE_LOCK_NO_WAIT, 0, 0, l);
+	bool fired = fault_fired();
+	fault_remove();
+	assert_true(fired);
+	return r;
+}
+
+/*
+ * Where an exclusive flock needs a writable fd (NFS), the guard falls back
+ * to a shared one: a holder that keeps its flock is still never broken,
+ * even when its record looks dead.
+ */
+static void guard_on_read_only_locks(void **state)
+{
+	struct fx *f = *state;
+	struct fsafe_lock_owner dead = lu_dead_owner();
+	char *p;
+	fsafe_lock *l = NULL;
+
+	forge(f, &dead);
+	assert_true(asprintf(&p, "%s/app.lock", f->dir) > 0);
+	int held = open(p, O_RDONLY | O_CLOEXEC);
+	assert_true(held >= 0 && flock(held, LOCK_EX) == 0);
+	int at = nth_call(f, "flock", 2); /* after the stage's own flock */
+	assert_int_equal(take_with_ebadf_at(f, at, &l), -EWOULDBLOCK);
+	assert_int_equal(access(p, F_OK), 0);
+	close(held);
+	assert_int_equal(take_with_ebadf_at(f, at, &l), 0);
+	assert_int_equal(fsafe_lock_broken(l), 1);
+	assert_int_equal(fsafe_lock_release(l), 0);
+	free(p);
+}
+
 static struct fx *hook_fx;
 static int hook_child_broke = -1;
 
@@ -591,6 +647,7 @@ int main(void)
 		T(basic), T(times_out), T(waits_for_release),
 		T(dead_owner_broken), T(other_boot_broken), T(pid_reuse),
 		T(other_host), T(newer_version), T(eperm_keeps), T(breaker_guard),
+		T(guard_on_read_only_locks),
 		T(malformed),
 		T(not_a_file), T(release_after_force), T(release_in_child),
 		T(orphans), T(kernel_mode),
