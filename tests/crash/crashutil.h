@@ -61,7 +61,8 @@ void cu_init(void);
    variant's fixture in it, and return an fd on it. */
 int cu_prepare(const struct cu_variant *v, const char *path);
 
-/* Content written by cu_write() into a fresh variant's directory. */
+/* Write NEW as the variant does, into a directory cu_prepare() made;
+   the library's result, or CU_EMISMATCH. */
 #define CU_EMISMATCH (-100000) /* a managed write's error was not the one
                                   commit reported */
 int cu_write(const struct cu_variant *v, int dirfd, struct fsafe_error *err);

@@ -5,6 +5,8 @@
  *
  * The writer lives in a child process that parks on a pipe while it holds
  * its stage, so the parent sweeps while the holder is provably alive.
+ * Further down, a sweep lands in the one moment a live writer does not
+ * hold its stage yet: between creating a named stage and locking it.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
