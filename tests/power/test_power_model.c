@@ -75,6 +75,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <linux/openat2.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -174,13 +175,13 @@ static void rec_fail(const char *fmt, ...);
 
 static void *arena_copy(const void *b, size_t n)
 {
-	size_t at = (R->arena_used + 15) & ~(size_t)15;
+	size_t at = __atomic_fetch_add(&R->arena_used, (n + 15) & ~(size_t)15,
+	                               __ATOMIC_SEQ_CST);
 
 	if (at + n > ARENA_SIZE) {
 		rec_fail("the recording arena is full");
 		return NULL;
 	}
-	R->arena_used = at + n;
 	memcpy(arena + at, b, n);
 	return arena + at;
 }
@@ -233,17 +234,21 @@ static int id_of_fd(int fd)
 	return id_of_ino(st.st_ino);
 }
 
+/* The batch syncs from a thread pool: log slots are taken under a lock
+   (the slot's fields are then its caller's alone). */
+static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
+
 static struct op *log_op(enum opkind k, int id)
 {
-	if (R->nlog == MAX_LOG) {
-		rec_fail("more than %d operations", MAX_LOG);
-		return &R->log[MAX_LOG - 1];
-	}
-	struct op *o = &R->log[R->nlog++];
+	pthread_mutex_lock(&log_mu);
+	struct op *o = &R->log[R->nlog < MAX_LOG ? R->nlog++ : MAX_LOG - 1];
+	if (R->nlog == MAX_LOG)
+		rec_fail("more than %d operations", MAX_LOG - 1);
 	memset(o, 0, sizeof(*o));
 	o->kind = k;
-	o->call = R->calls;
+	o->call = __atomic_load_n(&R->calls, __ATOMIC_SEQ_CST);
 	o->id = id;
+	pthread_mutex_unlock(&log_mu);
 	return o;
 }
 
@@ -293,9 +298,10 @@ static int rec_calls(void)
 /* Count a table call and remember its name (for messages). */
 static void tick(const char *name)
 {
-	R->calls++;
-	if (R->calls < (int)(sizeof(R->callname) / sizeof(R->callname[0])))
-		R->callname[R->calls] = name;
+	int n = __atomic_add_fetch(&R->calls, 1, __ATOMIC_SEQ_CST);
+
+	if (n < (int)(sizeof(R->callname) / sizeof(R->callname[0])))
+		R->callname[n] = name;
 }
 
 static int r_openat(int d, const char *p, int f, mode_t m)
@@ -399,6 +405,20 @@ static int r_fdatasync(int fd)
 {
 	tick("fdatasync");
 	return log_sync(fd, next_sys->fdatasync(fd), false);
+}
+
+/* The batch's data syncs, all at once (io_uring): each that succeeded is
+   an fdatasync of its fd. */
+static int r_fdatasync_many(const int *fds, size_t n, int *errs)
+{
+	tick("fdatasync_many");
+	int r = next_sys->fdatasync_many(fds, n, errs);
+	int e = errno;
+	for (size_t i = 0; r == 0 && i < n; i++)
+		if (fds[i] >= 0 && errs[i] == 0)
+			log_op(OP_SYNC, id_of_fd(fds[i]))->full = false;
+	errno = e;
+	return r;
 }
 
 static int r_fchmod(int fd, mode_t m)
@@ -587,6 +607,7 @@ static void rec_table_init(const struct fsafe_sys *next)
 	rec_sys.fstatfs = c_fstatfs;
 	rec_sys.readlinkat = c_readlinkat;
 	rec_sys.fchmod = r_fchmod;
+	rec_sys.fdatasync_many = r_fdatasync_many;
 	rec_sys.fchown = c_fchown;
 	rec_sys.fcntl_lock = c_fcntl_lock;
 	rec_sys.getdents = c_getdents;

@@ -155,6 +155,55 @@ static const char *check_managed(int root, const struct pw_progress *p,
 	                 PW_NEW_LEN, pw_done(p, 4, 0), buf, len);
 }
 
+/* ---- a batch: two files, one group commit ----------------------------- */
+
+/*
+ * Not a transaction: after a cut each file is, on its own, OLD (or absent)
+ * or NEW; once the commit returned 0, both are NEW.
+ */
+static const char *const batch_known[] = { "target", "second", NULL };
+
+static void run_batch_with(int root, struct pw_progress *p, unsigned flags)
+{
+	struct fsafe_batch_opts o = FSAFE_BATCH_OPTS_INIT;
+	fsafe_batch *b = NULL;
+
+	o.flags = flags;
+	int r = fsafe_batch_new(&o, &b);
+	if (r == 0 &&
+	    (r = fsafe_batch_add(b, root, "target", pw_new, PW_NEW_LEN,
+	                         NULL)) >= 0)
+		r = fsafe_batch_add(b, root, "second", pw_new_short,
+		                    sizeof(pw_new_short), NULL);
+	if (r >= 0)
+		r = fsafe_batch_commit(b);
+	fsafe_batch_free(b);
+	pw_returned(p, 0, r);
+}
+
+static void run_batch(int root, struct pw_progress *p)
+{
+	run_batch_with(root, p, 0);
+}
+
+static void run_batch_pool(int root, struct pw_progress *p)
+{
+	run_batch_with(root, p, FSAFE_BATCH_NO_URING);
+}
+
+static const char *check_batch(int root, const struct pw_progress *p,
+                               char *buf, size_t len)
+{
+	const char *bad = pw_expect(root, "target", pw_old, PW_OLD_LEN,
+	                            pw_new, PW_NEW_LEN, pw_done(p, 0, 0), buf,
+	                            len);
+
+	return bad ? bad
+	           : pw_expect(root, "second", NULL, 0, pw_new_short,
+	                       sizeof(pw_new_short), pw_done(p, 0, 0), buf,
+	                       len);
+}
+
 /* ---- FSAFE_MKDIR: a/b/target, with neither a nor b there yet ------------ */
 
 static const char *const mkdir_dirs[] = { ".", "a", "a/b", NULL };
@@ -388,6 +437,13 @@ const struct pw_workload pw_workloads[] = {
 	  .known = target_only, .catches = PUBLISHES,
 	  .setup_old = old_target, .run = run_managed,
 	  .check = check_managed },
+	{ .name = "batch of two (io_uring syncs)", .dirs = here,
+	  .known = batch_known, .catches = PUBLISHES,
+	  .setup_old = old_target, .run = run_batch, .check = check_batch },
+	{ .name = "batch of two (thread-pool syncs)", .dirs = here,
+	  .known = batch_known, .catches = PUBLISHES,
+	  .setup_old = old_target, .run = run_batch_pool,
+	  .check = check_batch },
 	{ .name = "mkdir parents a/b/target", .dirs = mkdir_dirs,
 	  .known = mkdir_known, .catches = PUBLISHES, .run = run_mkdir,
 	  .check = check_mkdir },
