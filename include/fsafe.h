@@ -71,7 +71,9 @@ struct fsafe_error {
 /* ------------------------------------------------------------------------ */
 
 /*
- * Every staging file an atomic write leaves behind after a crash is named
+ * Every staging file an atomic write leaves behind (after a crash, or when
+ * removing the stage itself failed, e.g. on a filesystem turned read-only)
+ * is named
  *
  *     .fsafe-<24 lowercase hex digits>.tmp        (96 random bits)
  *
@@ -151,7 +153,9 @@ typedef struct fsafe_writer fsafe_writer;
 /*
  * Start replacing `path`. The staging file is created now, beside the
  * target, and is locked (an OFD lock) so no sweep removes it while this
- * handle lives. Nothing is visible at the target until commit.
+ * handle lives. (A sweep with an age of 0 can catch a named stage in the
+ * instant before its lock; the writer notices and starts a fresh stage.)
+ * Nothing is visible at the target until commit.
  */
 FSAFE_API int fsafe_writer_open(int dirfd, const char *path,
                                 const struct fsafe_write_opts *opts,

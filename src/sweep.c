@@ -98,20 +98,27 @@ static int64_t mtime_ms(const struct stat *st)
 	return (int64_t)st->st_mtim.tv_sec * 1000 + st->st_mtim.tv_nsec / 1000000;
 }
 
-/* 1 if `name` (open as `fd`) is an abandoned stage old enough to go. */
+/*
+ * 1 if `name` (open as `fd`) is an abandoned stage old enough to go. Age
+ * first, lock second: a writer's fresh stage is young, so the sweep does
+ * not even take its read lock in the moment before the writer locks it.
+ */
 static int abandoned(int dirfd, const char *name, int fd, int64_t cutoff)
 {
 	struct stat st, again;
-	int r = fsafe__ofd_lock(fd, F_RDLCK, false);
+	int r = fsafe__fstat(fd, &st);
 
+	if (r < 0)
+		return r;
+	if (!S_ISREG(st.st_mode) || mtime_ms(&st) > cutoff)
+		return 0;
+	r = fsafe__ofd_lock(fd, F_RDLCK, false);
 	if (r == -EAGAIN)
 		return 0; /* a live writer holds it */
 	if (r == -EINVAL || r == -ENOLCK || r == -EOPNOTSUPP)
 		return 0; /* no locks here, so no way to tell: keep it */
-	if (r < 0 || (r = fsafe__fstat(fd, &st)) < 0)
+	if (r < 0)
 		return r;
-	if (!S_ISREG(st.st_mode) || mtime_ms(&st) > cutoff)
-		return 0;
 	/* Still the same inode under that name? */
 	r = fsafe__fstatat(dirfd, name, &again, AT_SYMLINK_NOFOLLOW);
 	if (r == -ENOENT)

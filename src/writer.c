@@ -106,44 +106,78 @@ static bool tmpfile_unsupported(int r)
 	return r == -EOPNOTSUPP || r == -EISDIR || r == -EINVAL;
 }
 
-static int create_stage(fsafe_writer *w, mode_t mode)
-{
-	int r;
-
-	if (!(w->flags & FSAFE_NO_TMPFILE)) {
-		r = fsafe__openat(w->t.dirfd, ".", O_TMPFILE | O_WRONLY, mode);
-		if (r >= 0) {
-			w->fd = r;
-			return 0;
-		}
-		if (!tmpfile_unsupported(r))
-			return fail(w, r, "open");
-	}
-	for (int i = 0; i < NAME_ATTEMPTS; i++) {
-		if ((r = new_staging_name(w)) < 0)
-			return fail(w, r, "getrandom");
-		int excl = FSAFE__BROKEN(FSAFE__BREAK_EXCL) ? 0 : O_EXCL;
-		r = fsafe__openat(w->t.dirfd, w->staging,
-		                  O_WRONLY | O_CREAT | excl | O_NOFOLLOW, mode);
-		if (r >= 0) {
-			w->fd = r;
-			w->named = true;
-			return 0;
-		}
-		if (r != -EEXIST)
-			break;
-	}
-	return fail(w, r, "open");
-}
-
 /* The sweep skips any stage it cannot lock, so a live writer holds one. */
-static int lock_stage(fsafe_writer *w)
+static int lock_stage(fsafe_writer *w, bool wait)
 {
-	int r = fsafe__ofd_lock(w->fd, F_WRLCK, false);
+	int r = fsafe__ofd_lock(w->fd, F_WRLCK, wait);
 
 	if (r == -EINVAL || r == -ENOLCK || r == -EOPNOTSUPP)
 		return 0; /* no locks on this filesystem: nothing to hold */
 	return r < 0 ? fail(w, r, "lock") : 0;
+}
+
+/*
+ * A named stage exists a moment before it is locked. A sweep in that
+ * moment may hold its read lock (so the lock waits for it, briefly), or,
+ * with an age of 0, remove the name (so the stage counts as ours only if
+ * its name still leads to it). 1: held; 0: lost, try another; <0: error.
+ */
+static int hold_named_stage(fsafe_writer *w)
+{
+	struct stat mine, named;
+	int r;
+
+	if ((r = lock_stage(w, true)) < 0)
+		return r;
+	if ((r = fsafe__fstat(w->fd, &mine)) < 0)
+		return fail(w, r, "stat");
+	r = fsafe__fstatat(w->t.dirfd, w->staging, &named, AT_SYMLINK_NOFOLLOW);
+	if (r == -ENOENT)
+		return 0;
+	if (r < 0)
+		return fail(w, r, "stat");
+	return mine.st_dev == named.st_dev && mine.st_ino == named.st_ino;
+}
+
+static int create_named_stage(fsafe_writer *w, mode_t mode)
+{
+	int excl = FSAFE__BROKEN(FSAFE__BREAK_EXCL) ? 0 : O_EXCL;
+	int r = -EEXIST;
+
+	for (int i = 0; i < NAME_ATTEMPTS; i++) {
+		if ((r = new_staging_name(w)) < 0)
+			return fail(w, r, "getrandom");
+		r = fsafe__openat(w->t.dirfd, w->staging,
+		                  O_WRONLY | O_CREAT | excl | O_NOFOLLOW, mode);
+		if (r == -EEXIST)
+			continue;
+		if (r < 0)
+			break;
+		w->fd = r;
+		w->named = true;
+		if ((r = hold_named_stage(w)) != 0)
+			return r < 0 ? r : 0;
+		/* A sweep took the name: this inode is nobody's now. */
+		w->fd = fsafe__close(w->fd);
+		w->named = false;
+		r = -EAGAIN;
+	}
+	return fail(w, r, "open");
+}
+
+static int create_stage(fsafe_writer *w, mode_t mode)
+{
+	if (!(w->flags & FSAFE_NO_TMPFILE)) {
+		int r = fsafe__openat(w->t.dirfd, ".", O_TMPFILE | O_WRONLY, mode);
+		if (r >= 0) {
+			w->fd = r;
+			/* Unnamed: no sweep can reach it before the lock. */
+			return lock_stage(w, false);
+		}
+		if (!tmpfile_unsupported(r))
+			return fail(w, r, "open");
+	}
+	return create_named_stage(w, mode);
 }
 
 /* An existing target keeps its mode, and its owner where we may set it. */
@@ -201,7 +235,7 @@ int fsafe__writer_open_target(struct fsafe__target *t,
 
 	bool regular = w->t.exists && S_ISREG(w->t.st.st_mode);
 	if (check_target(w) < 0 || create_stage(w, o->mode) < 0 ||
-	    lock_stage(w) < 0 || (regular && inherit_metadata(w, &w->t.st) < 0))
+	    (regular && inherit_metadata(w, &w->t.st) < 0))
 		return fsafe__writer_finish(w);
 	*out = w;
 	return 0;

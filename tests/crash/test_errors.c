@@ -65,8 +65,9 @@ static int count_named(const char *name, int from, int to)
  *  - unlinkat after publication: only the create-only link+unlink path
  *    makes one (publish_noreplace() in src/writer.c); NEW is already
  *    published under the target name, so failing the write would break
- *    "a negative result means nothing changed". It must still not leave
- *    the staging name behind, which the leftover check below holds it to.
+ *    "a negative result means nothing changed". The staging name it
+ *    failed to remove stays, as after a crash (fsafe.h says so), and the
+ *    sweep must take it: the leftover check below holds it to that.
  *  - unlinkat in fsafe_writer_abort(): it returns nothing to report with;
  *    the leftover check holds it to "no staging file remains" (fsafe.h).
  */
@@ -91,6 +92,7 @@ static bool step_names_call(const char *step, const char *call)
 	} map[] = {
 		{ "openat", "open", "open directory" },
 		{ "fstatat", "stat", NULL },
+		{ "fstat", "stat", NULL },
 		{ "readlinkat", "readlink", NULL },
 		{ "mkdirat", "mkdir", NULL },
 		{ "fcntl", "lock", NULL },
@@ -216,12 +218,14 @@ static const char *judge_leftovers(const struct cu_variant *v, int dirfd,
 	if (s->problem)
 		return s->problem;
 	/*
-	 * A persistent fault also fails the cleanup's unlinkat of the stage,
-	 * exactly as a crash would leave it: only then may a staging file
-	 * stay, and then the sweep must take it.
+	 * Only a failed unlinkat of the stage (the fault itself, or a
+	 * persistent fault reaching the cleanup) may leave a staging file,
+	 * exactly as a crash would; then the sweep must take it.
 	 */
-	if (s->nstaging &&
-	    !(c.kind == FAULT_PERSIST && count_named("unlinkat", n, ran))) {
+	bool unlink_failed =
+		(c.kind == FAULT_PERSIST && count_named("unlinkat", n, ran)) ||
+		(c.kind == FAULT_ERRNO && !strcmp(fault_call_name(n), "unlinkat"));
+	if (s->nstaging && !unlink_failed) {
 		snprintf(buf, len, "left staging file %s", s->staging[0]);
 		return buf;
 	}
