@@ -41,7 +41,7 @@ kill -KILL "$writer"
 wait "$writer" 2>/dev/null || true
 exec 3>&-
 run "cat config.toml   # the old content, whole"
-run "ls -A"
+run "ls -Al   # the staging file holds the partial new content"
 leftover=$(ls -A | grep '^\.fsafe-' | head -n1)
 run "fsafe is-staging '$leftover' && echo '$leftover is an fsafe staging file'"
 run "fsafe is-staging config.toml || echo 'config.toml is not'"
@@ -51,3 +51,5 @@ run "ls -A"
 run "printf 'v1\n' | fsafe write --create-only instance.id"
 run "printf 'v2\n' | fsafe write --create-only instance.id || echo \"exit \$?: existing file untouched: \$(cat instance.id)\""
 run "printf 'nested\n' | fsafe write --mkdir a/b/c/file && cat a/b/c/file"
+run "printf 'copies/a\\0config.toml\\0copies/b\\0instance.id\\0' | fsafe write --batch --mkdir && ls copies"
+run "fsafe lock app.lock -- sh -c 'fsafe lock --no-wait app.lock -- true || echo \"second holder refused while we hold it\"'"
