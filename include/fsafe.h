@@ -95,8 +95,11 @@ FSAFE_API bool fsafe_is_staging_name(const char *name);
 /* ------------------------------------------------------------------------ */
 
 enum {
-	/* Skip every sync: atomic (old or new, never a mix) but not durable.
-	   For caches and scratch data. */
+	/* Skip every sync, for caches and scratch data. Still atomic for
+	   readers and against a crash of the process (old or new, never a
+	   mix); but after a power cut the target may hold OLD, NEW, or NEW's
+	   size with its data lost (zeros; stale bytes on some filesystems),
+	   so a cache must validate what it reads back. */
 	FSAFE_NO_SYNC = 1u << 0,
 	/* Publish only if the target does not exist; else -EEXIST, untouched. */
 	FSAFE_CREATE_ONLY = 1u << 1,

@@ -148,8 +148,14 @@ static void sync_data(fsafe_batch *b, struct item *items, size_t k)
 			if (items[i].w)
 				fsafe__writer_sync_data(items[i].w);
 	} else {
-		for (size_t i = 0; i < k; i++)
-			fds[i] = items[i].w ? fsafe__writer_data_fd(items[i].w) : -1;
+		for (size_t i = 0; i < k; i++) {
+			fsafe_writer *w = items[i].w;
+			fds[i] = w && !fsafe__writer_needs_fsync(w)
+			                 ? fsafe__writer_data_fd(w)
+			                 : -1;
+			if (w && fsafe__writer_needs_fsync(w))
+				fsafe__writer_sync_data(w); /* rare: chmod */
+		}
 		fsafe__sync_many(fds, k, errs, b->flags & FSAFE_BATCH_NO_URING);
 		for (size_t i = 0; i < k; i++)
 			if (errs[i] < 0)

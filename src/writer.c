@@ -49,6 +49,7 @@ struct fsafe_writer {
 	bool named;         /* the stage has a name in t.dirfd */
 	bool published;
 	bool defer_dir_sync;
+	bool meta_changed;  /* mode or owner set after creation */
 	char staging[FSAFE_STAGING_NAME_LEN + 1];
 };
 
@@ -180,16 +181,32 @@ static int create_stage(fsafe_writer *w, mode_t mode)
 	return create_named_stage(w, mode);
 }
 
-/* An existing target keeps its mode, and its owner where we may set it. */
-static int inherit_metadata(fsafe_writer *w, const struct stat *st)
+/*
+ * An existing target keeps its mode, and its owner where we may set it.
+ * The stage was created with the target's mode, so usually nothing is
+ * left to do; metadata set after creation makes the data sync an fsync,
+ * since fdatasync need not make a chmod or chown durable.
+ */
+static int inherit_metadata(fsafe_writer *w, const struct stat *target)
 {
-	if (st->st_uid != geteuid() || st->st_gid != getegid()) {
-		int r = fsafe__fchown(w->fd, st->st_uid, st->st_gid);
+	struct stat st;
+	int r;
+
+	if (target->st_uid != geteuid() || target->st_gid != getegid()) {
+		r = fsafe__fchown(w->fd, target->st_uid, target->st_gid);
 		if (r < 0 && r != -EPERM)
 			return fail(w, r, "chown");
+		w->meta_changed |= r == 0;
 	}
-	int r = fsafe__fchmod(w->fd, st->st_mode & 07777);
-	return r < 0 ? fail(w, r, "chmod") : 0;
+	/* After any chown, which may clear set-id bits. */
+	if ((r = fsafe__fstat(w->fd, &st)) < 0)
+		return fail(w, r, "stat");
+	if ((st.st_mode & 07777) == (target->st_mode & 07777))
+		return 0;
+	if ((r = fsafe__fchmod(w->fd, target->st_mode & 07777)) < 0)
+		return fail(w, r, "chmod");
+	w->meta_changed = true;
+	return 0;
 }
 
 static int check_target(fsafe_writer *w)
@@ -234,7 +251,8 @@ int fsafe__writer_open_target(struct fsafe__target *t,
 	w->error = o->error;
 
 	bool regular = w->t.exists && S_ISREG(w->t.st.st_mode);
-	if (check_target(w) < 0 || create_stage(w, o->mode) < 0 ||
+	mode_t mode = regular ? w->t.st.st_mode & 07777 : o->mode;
+	if (check_target(w) < 0 || create_stage(w, mode) < 0 ||
 	    (regular && inherit_metadata(w, &w->t.st) < 0))
 		return fsafe__writer_finish(w);
 	*out = w;
@@ -322,9 +340,15 @@ int fsafe__writer_sync_data(fsafe_writer *w)
 	if ((r = fsafe__writer_link(w)) < 0)
 		return r;
 	int fd = fsafe__writer_data_fd(w);
-	if (fd >= 0 && (r = fsafe__fdatasync(fd)) < 0)
-		return fail(w, r, "fsync");
-	return 0;
+	if (fd < 0)
+		return 0;
+	r = w->meta_changed ? fsafe__fsync(fd) : fsafe__fdatasync(fd);
+	return r < 0 ? fail(w, r, "fsync") : 0;
+}
+
+bool fsafe__writer_needs_fsync(const fsafe_writer *w)
+{
+	return w->meta_changed;
 }
 
 int fsafe__writer_data_fd(const fsafe_writer *w)

@@ -43,6 +43,9 @@ int fsafe__writer_finish(fsafe_writer *w);
    synced before publishing (-1 if none: failed, or FSAFE_NO_SYNC), and
    the way to record that sync's failure. */
 int fsafe__writer_data_fd(const fsafe_writer *w);
+/* The data sync must be a full fsync (metadata was set after creation):
+   such a writer syncs itself, with fsafe__writer_sync_data. */
+bool fsafe__writer_needs_fsync(const fsafe_writer *w);
 int fsafe__writer_fail(fsafe_writer *w, int r, const char *step);
 
 /* The directory sync is left to the caller (the batch syncs each directory

@@ -104,7 +104,7 @@ static bool step_names_call(const char *step, const char *call)
 		{ "fdatasync", "fsync", NULL },
 		{ "renameat", "rename", NULL },
 		{ "renameat2", "link", "rename" },
-		{ "fsync", "fsync directory", NULL },
+		{ "fsync", "fsync directory", "fsync" }, /* fsync: the data sync after a chown */
 	};
 
 	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
