@@ -16,8 +16,8 @@
  * workload's own invariant check.
  *
  * A module that publishes data (state store, inbox, spool, checkpoint...)
- * joins both layers by adding one `struct pw_workload` to pw_workloads[]
- * in workloads.c: a setup of the OLD state with plain system calls, a run
+ * joins both layers with an array of `struct pw_workload` in its own file
+ * (listed in suites.c), each entry: a setup of the OLD state with plain system calls, a run
  * through the library that reports each operation's result with
  * pw_returned(), and a check. Nothing else needs to change.
  */
@@ -88,8 +88,20 @@ struct pw_workload {
 	                     size_t len);
 };
 
-extern const struct pw_workload pw_workloads[];
-extern const size_t pw_nworkloads;
+/*
+ * The workloads of every module, in suites: each module keeps its own in
+ * its own file (workloads.c for the core, workloads_<module>.c for a
+ * store) and adds one line to the list in suites.c.
+ */
+struct pw_suite {
+	const struct pw_workload *workloads;
+	const size_t *count;
+};
+extern const struct pw_workload pw_core_workloads[];
+extern const size_t pw_core_nworkloads;
+
+size_t pw_workload_count(void);
+const struct pw_workload *pw_workload_at(size_t i);
 
 /* Fill the OLD/NEW patterns (call once per process). */
 void pw_init(void);

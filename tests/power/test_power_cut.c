@@ -466,8 +466,8 @@ static void cut_broken(void **state)
 
 	require_fs();
 	fsafe__test_break = *bit;
-	for (size_t i = 0; i < pw_nworkloads; i++) {
-		const struct pw_workload *w = &pw_workloads[i];
+	for (size_t i = 0; i < pw_workload_count(); i++) {
+		const struct pw_workload *w = pw_workload_at(i);
 		if (!(w->catches & *bit))
 			continue;
 		cut_every_call(w, env.repeats, &t);
@@ -501,12 +501,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s ext4|ext4-noauto|xfs\n", argv[0]);
 		return 2;
 	}
-	for (size_t i = 0; i < pw_nworkloads && n < MAX; i++, n++) {
+	for (size_t i = 0; i < pw_workload_count() && n < MAX; i++, n++) {
 		snprintf(names[n], sizeof(names[n]), "cut %s: %s",
-		         env.fs->name, pw_workloads[i].name);
+		         env.fs->name, pw_workload_at(i)->name);
 		tests[n] = (struct CMUnitTest){
 			.name = names[n], .test_func = cut_workload,
-			.initial_state = (void *)&pw_workloads[i] };
+			.initial_state = (void *)pw_workload_at(i) };
 	}
 	for (size_t i = 0; i < 3 && n < MAX; i++, n++) {
 		bits[i] = breaks[i].bit;

@@ -1364,8 +1364,8 @@ static void model_broken(void **state)
 	const char *blind = NULL;
 
 	fsafe__test_break = *bit;
-	for (size_t i = 0; i < pw_nworkloads; i++) {
-		const struct pw_workload *w = &pw_workloads[i];
+	for (size_t i = 0; i < pw_workload_count(); i++) {
+		const struct pw_workload *w = pw_workload_at(i);
 		if (!(w->catches & *bit))
 			continue;
 		model(w, &t);
@@ -1420,12 +1420,12 @@ int main(void)
 	static unsigned bits[3];
 	size_t n = 0;
 
-	for (size_t i = 0; i < pw_nworkloads && n < MAX; i++, n++) {
+	for (size_t i = 0; i < pw_workload_count() && n < MAX; i++, n++) {
 		snprintf(names[n], sizeof(names[n]), "model: %s",
-		         pw_workloads[i].name);
+		         pw_workload_at(i)->name);
 		tests[n] = (struct CMUnitTest){
 			.name = names[n], .test_func = model_workload,
-			.initial_state = (void *)&pw_workloads[i] };
+			.initial_state = (void *)pw_workload_at(i) };
 	}
 	for (size_t i = 0; i < 3 && n < MAX; i++, n++) {
 		bits[i] = breaks[i].bit;

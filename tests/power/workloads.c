@@ -1,6 +1,6 @@
 /*
  * The workloads both layers run, each with its invariant. To cover a new
- * module, add an entry to pw_workloads[] below (see power.h).
+ * module, add a workloads_<module>.c and a line in suites.c (see power.h).
  */
 #define _GNU_SOURCE
 #include "power.h"
@@ -418,7 +418,7 @@ static const char *check_lock(int root, const struct pw_progress *p,
 
 #define PUBLISHES (FSAFE__BREAK_DIR_SYNC | FSAFE__BREAK_DATA_SYNC)
 
-const struct pw_workload pw_workloads[] = {
+const struct pw_workload pw_core_workloads[] = {
 	{ .name = "write new target (O_TMPFILE)", .dirs = here,
 	  .known = target_only, .catches = PUBLISHES,
 	  .run = run_plain, .check = check_new },
@@ -477,4 +477,5 @@ const struct pw_workload pw_workloads[] = {
 	  .setup_old = old_collision, .run = run_collision,
 	  .check = check_collision },
 };
-const size_t pw_nworkloads = sizeof(pw_workloads) / sizeof(pw_workloads[0]);
+const size_t pw_core_nworkloads =
+	sizeof(pw_core_workloads) / sizeof(pw_core_workloads[0]);

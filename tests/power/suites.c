@@ -1,0 +1,25 @@
+/* Every module's power-loss workloads: one line per module. */
+#include "power.h"
+
+static const struct pw_suite suites[] = {
+	{ pw_core_workloads, &pw_core_nworkloads },
+};
+
+size_t pw_workload_count(void)
+{
+	size_t n = 0;
+
+	for (size_t s = 0; s < sizeof(suites) / sizeof(suites[0]); s++)
+		n += *suites[s].count;
+	return n;
+}
+
+const struct pw_workload *pw_workload_at(size_t i)
+{
+	for (size_t s = 0; s < sizeof(suites) / sizeof(suites[0]); s++) {
+		if (i < *suites[s].count)
+			return &suites[s].workloads[i];
+		i -= *suites[s].count;
+	}
+	return NULL;
+}
