@@ -190,22 +190,28 @@ static int create_stage(fsafe_writer *w, mode_t mode)
 static int inherit_metadata(fsafe_writer *w, const struct stat *target)
 {
 	struct stat st;
-	int r;
+	int r = fsafe__fstat(w->fd, &st);
 
-	if (target->st_uid != geteuid() || target->st_gid != getegid()) {
+	if (r < 0)
+		return fail(w, r, "stat");
+	/* The stage's owner is what creating it gave us (our ids, or the
+	   directory's group where it is set-group-ID): compare with that. */
+	bool chowned = false;
+	if (st.st_uid != target->st_uid || st.st_gid != target->st_gid) {
 		r = fsafe__fchown(w->fd, target->st_uid, target->st_gid);
 		if (r < 0 && r != -EPERM)
 			return fail(w, r, "chown");
-		w->meta_changed |= r == 0;
+		chowned = r == 0;
 	}
-	/* After any chown, which may clear set-id bits. */
-	if ((r = fsafe__fstat(w->fd, &st)) < 0)
-		return fail(w, r, "stat");
-	if ((st.st_mode & 07777) == (target->st_mode & 07777))
-		return 0;
-	if ((r = fsafe__fchmod(w->fd, target->st_mode & 07777)) < 0)
-		return fail(w, r, "chmod");
-	w->meta_changed = true;
+	/* A chown may clear set-ID bits, so then the mode is set again. */
+	mode_t want = target->st_mode & 07777;
+	bool setid = chowned && (want & (S_ISUID | S_ISGID));
+	if ((st.st_mode & 07777) != want || setid) {
+		if ((r = fsafe__fchmod(w->fd, want)) < 0)
+			return fail(w, r, "chmod");
+		w->meta_changed = true;
+	}
+	w->meta_changed |= chowned;
 	return 0;
 }
 
