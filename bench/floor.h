@@ -23,4 +23,15 @@ enum floor_sync {
 int floor_write(int dirfd, const char *name, const void *buf, size_t len,
                 enum floor_sync sync, unsigned long seq);
 
+/*
+ * The hand-written group commit, the ceiling for a batch: stage all `n`
+ * files (O_EXCL temp names from `seq0` on, write), fdatasync them all from
+ * `threads` threads at once, close and rename each, then fsync the
+ * directory once. Returns 0 or a negative errno. No window: all n files
+ * are open at once.
+ */
+int floor_group_write(int dirfd, char *const *names,
+                      const unsigned char *const *bufs, size_t len, size_t n,
+                      unsigned threads, unsigned long seq0);
+
 #endif
