@@ -160,6 +160,7 @@ static struct req *take_group(fsafe_async *a)
 		*tail = r;
 		tail = &r->next;
 	}
+	*tail = NULL; /* the last one taken still points into the queue */
 	return group;
 }
 

@@ -48,6 +48,9 @@ static int teardown(void **state)
 
 #define N 40
 
+static sem_t entered, release;
+static void hold_worker(int call, const char *name);
+
 static void completions_arrive_on_the_fd(void **state)
 {
 	struct fx *f = *state;
@@ -94,6 +97,56 @@ static void completions_arrive_on_the_fd(void **state)
 	assert_int_equal(fault_open_fds(), f->fds_before);
 }
 
+/* More writes queued than one group takes: every one is committed once,
+   in groups of at most max_group. */
+static void groups_split_a_long_queue(void **state)
+{
+	struct fx *f = *state;
+	struct fsafe_async_opts ao = FSAFE_ASYNC_OPTS_INIT;
+	static char bodies[N][32];
+	fsafe_async *a;
+
+	ao.max_group = 3;
+	assert_int_equal(fsafe_async_new(&ao, &a), 0);
+	sem_init(&entered, 0, 0);
+	sem_init(&release, 0, 0);
+	/* Hold the worker in its first group so the rest queue up. */
+	fault_install(&(struct fault_plan){
+		.kind = FAULT_HOOK, .at = 1, .hook = hold_worker });
+	for (int i = 0; i < N; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "g%02d", i);
+		snprintf(bodies[i], sizeof(bodies[i]), "group body %d", i);
+		assert_int_equal(fsafe_async_submit(a, f->dirfd, name, bodies[i],
+		                                    strlen(bodies[i]), NULL, NULL,
+		                                    NULL),
+		                 0);
+		if (i == 0)
+			while (sem_wait(&entered) < 0)
+				;
+	}
+	sem_post(&release);
+	int done = 0;
+	while (done < N) {
+		struct fsafe_async_completion c[N];
+		assert_int_equal(fsafe_async_wait(a, 30000), 0);
+		int n = fsafe_async_reap(a, c, N);
+		for (int k = 0; k < n; k++)
+			assert_int_equal(c[k].result, 0);
+		done += n;
+	}
+	fault_remove();
+	assert_int_equal(fsafe_async_wait(a, 0), -ENOENT);
+	fsafe_async_free(a);
+	for (int i = 0; i < N; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "g%02d", i);
+		assert_true(tu_equals(f->dir, name, bodies[i], strlen(bodies[i])));
+	}
+	sem_destroy(&entered);
+	sem_destroy(&release);
+}
+
 static void blocking_wait_and_errors(void **state)
 {
 	struct fx *f = *state;
@@ -121,8 +174,6 @@ static void blocking_wait_and_errors(void **state)
 
 /* Hold the worker inside its first system call until released, so that
    a later submission is certainly still queued when it is cancelled. */
-static sem_t entered, release;
-
 static void hold_worker(int call, const char *name)
 {
 	(void)call, (void)name;
@@ -220,6 +271,7 @@ int main(void)
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 	const struct CMUnitTest tests[] = {
 		T(completions_arrive_on_the_fd),
+		T(groups_split_a_long_queue),
 		T(blocking_wait_and_errors),
 		T(cancel_only_touches_queued_writes),
 		T(free_cancels_queued_writes),
