@@ -1,0 +1,185 @@
+/*
+ * fsafe/inbox.h: a directory inbox. Producers deliver messages (files) into
+ * a directory; consumers claim, process and acknowledge them; any process
+ * may be killed at any moment and the machine may lose power.
+ *
+ * Layout under the inbox directory (one filesystem, used through held
+ * directory fds):
+ *
+ *   new/         delivered messages, one file each, named by their id.
+ *                A delivery is staged beside its target by the atomic
+ *                writer, so new/ may also hold staging files
+ *                (fsafe_is_staging_name()): consumers skip them and
+ *                fsafe_inbox_recover() sweeps the abandoned ones by age.
+ *   claimed/p-<token>/   claims of a process consumer, with its owner
+ *                record ("owner", the lock's record format)
+ *   claimed/n-<name>/    claims of a named consumer (no owner record)
+ *   done/        acknowledged messages, with FSAFE_INBOX_KEEP_DONE
+ *   quarantine/  files found in new/ that are not whole messages, each
+ *                with "<name>.reason" saying why
+ *
+ * An id is fixed-width (FSAFE_INBOX_ID_LEN) and ids sort in delivery
+ * order: time (microseconds), the producer's sequence, then boot id, pid
+ * and random bits. The sequence is also stored in the message's header
+ * (magic, sequence, length, payload and header checksums).
+ *
+ * Guarantees: a delivery that returned 0 survives a power cut; nothing
+ * half-written is ever taken; exactly one consumer wins a claim; an
+ * acknowledged message never comes back. A claim returns to new/ only when
+ * its owner is proven dead (the lock's rules: same host and boot, pid gone,
+ * a zombie or reused), by a release, or by fsafe_inbox_consumer_close() /
+ * fsafe_inbox_release_all(); never because of its age. After a power cut a
+ * claim not yet acknowledged may be back in new/ (redelivered).
+ *
+ * Named consumers (for processes that exit between take and ack, like the
+ * CLI) have no owner record: their claims outlive every process and are
+ * never returned by recovery, only by a release or fsafe_inbox_release_all()
+ * on that name.
+ */
+#ifndef FSAFE_INBOX_H
+#define FSAFE_INBOX_H
+
+#include "fsafe.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct fsafe_inbox fsafe_inbox;
+typedef struct fsafe_inbox_consumer fsafe_inbox_consumer;
+typedef struct fsafe_inbox_msg fsafe_inbox_msg;
+
+/* Length of a message id (without its NUL). */
+#define FSAFE_INBOX_ID_LEN 60
+/* Longest consumer name. */
+#define FSAFE_INBOX_NAME_MAX 64
+/* The default limit on a message's payload: 64 MiB. */
+#define FSAFE_INBOX_MAX_DEFAULT (64ull << 20)
+/* fsafe_inbox_wait without a limit. */
+#define FSAFE_INBOX_FOREVER UINT64_MAX
+
+enum {
+	/* Create the inbox directory and its subdirectories if missing
+	   (durably). The inbox's parent must exist. */
+	FSAFE_INBOX_CREATE = 1u << 0,
+	/* Acknowledge by moving into done/ instead of removing. */
+	FSAFE_INBOX_KEEP_DONE = 1u << 1,
+	/* fsafe_inbox_wait polls with backoff and never uses inotify. */
+	FSAFE_INBOX_NO_INOTIFY = 1u << 2,
+};
+
+struct fsafe_inbox_opts {
+	size_t size;          /* sizeof(struct fsafe_inbox_opts), or 0 */
+	unsigned flags;       /* FSAFE_INBOX_* */
+	/* Largest payload delivered or taken; 0 means FSAFE_INBOX_MAX_DEFAULT.
+	   Larger deliveries fail with -EMSGSIZE; larger files in new/ are
+	   quarantined. */
+	uint64_t max_message;
+	/* Passed to the writer that delivers (only FSAFE_NO_TMPFILE and
+	   FSAFE_NO_RENAMEAT2 are allowed, for filesystems and tests). */
+	unsigned write_flags;
+};
+
+#define FSAFE_INBOX_OPTS_INIT { .size = sizeof(struct fsafe_inbox_opts) }
+
+/*
+ * Open the inbox `path` relative to `dirfd`. Returns 0; -ENOENT when it is
+ * missing (without FSAFE_INBOX_CREATE) or lacks a subdirectory; -EINVAL for
+ * bad options; or another negative errno.
+ */
+FSAFE_API int fsafe_inbox_open(int dirfd, const char *path,
+                               const struct fsafe_inbox_opts *opts,
+                               fsafe_inbox **out);
+
+/* Free the handle; NULL is a no-op. Close consumers first. */
+FSAFE_API void fsafe_inbox_close(fsafe_inbox *ib);
+
+/*
+ * Deliver `len` bytes durably. `id` (FSAFE_INBOX_ID_LEN + 1 bytes, may be
+ * NULL) receives the message's id. Returns 0 (durable); FSAFE_ENOTDURABLE
+ * (delivered, durability unknown); -EMSGSIZE over the limit; or another
+ * negative errno with nothing delivered.
+ */
+FSAFE_API int fsafe_inbox_deliver(fsafe_inbox *ib, const void *buf,
+                                  size_t len, char *id);
+
+/*
+ * Start consuming. `name` NULL: a process consumer, owned by this process
+ * (its claims return to new/ once it is proven dead). Otherwise a named
+ * consumer (1 to FSAFE_INBOX_NAME_MAX of [A-Za-z0-9._-], not starting with
+ * '.'), which may be reopened by any process and is never judged dead.
+ */
+FSAFE_API int fsafe_inbox_consumer_open(fsafe_inbox *ib, const char *name,
+                                        fsafe_inbox_consumer **out);
+
+/*
+ * End consuming and free the handle. A process consumer returns its
+ * unacknowledged claims to new/ and removes its claim directory; a named
+ * consumer keeps them. Returns 0 or the first error (the handle is freed
+ * whatever happens). NULL is a no-op.
+ */
+FSAFE_API int fsafe_inbox_consumer_close(fsafe_inbox_consumer *c);
+
+/*
+ * Claim the oldest message this consumer can win. Returns 0 and the
+ * message in *out; -EAGAIN when a full pass over new/ found nothing to
+ * claim; or another negative errno. Files in new/ that are not whole
+ * messages are moved to quarantine/ on the way (counted by
+ * fsafe_inbox_quarantined()).
+ */
+FSAFE_API int fsafe_inbox_take(fsafe_inbox_consumer *c, fsafe_inbox_msg **out);
+
+/*
+ * Block until new/ may hold something to take, or `timeout_ms` passed
+ * (-ETIMEDOUT). inotify is only a hint: without it (or with
+ * FSAFE_INBOX_NO_INOTIFY) this polls with a bounded backoff.
+ */
+FSAFE_API int fsafe_inbox_wait(fsafe_inbox_consumer *c, uint64_t timeout_ms);
+
+/* Acknowledge (remove, or move to done/) a message this consumer claimed,
+   durably. -ENOENT when this consumer holds no claim of that id. */
+FSAFE_API int fsafe_inbox_ack(fsafe_inbox_consumer *c, const char *id);
+
+/* Return a claimed message to new/ (a nack), durably. */
+FSAFE_API int fsafe_inbox_release(fsafe_inbox_consumer *c, const char *id);
+
+/* Return every claim of this consumer to new/; the number returned or a
+   negative errno. For a named consumer declared gone by its operator. */
+FSAFE_API int fsafe_inbox_release_all(fsafe_inbox_consumer *c);
+
+/* Files moved to quarantine by this consumer's takes. */
+FSAFE_API unsigned fsafe_inbox_quarantined(const fsafe_inbox_consumer *c);
+
+/* The message: id, path relative to the inbox directory (claimed/...),
+   payload, its length, and the producer's sequence number. */
+FSAFE_API const char *fsafe_inbox_msg_id(const fsafe_inbox_msg *m);
+FSAFE_API const char *fsafe_inbox_msg_path(const fsafe_inbox_msg *m);
+FSAFE_API const void *fsafe_inbox_msg_data(const fsafe_inbox_msg *m);
+FSAFE_API size_t fsafe_inbox_msg_len(const fsafe_inbox_msg *m);
+FSAFE_API uint64_t fsafe_inbox_msg_seq(const fsafe_inbox_msg *m);
+FSAFE_API void fsafe_inbox_msg_free(fsafe_inbox_msg *m);
+
+/* What a recovery did. */
+struct fsafe_inbox_recovery {
+	size_t size;         /* sizeof(struct fsafe_inbox_recovery), or 0 */
+	unsigned returned;   /* claims returned to new/ */
+	unsigned consumers;  /* dead consumers' claim directories removed */
+	unsigned swept;      /* abandoned staging files removed */
+	unsigned unjudged;   /* process consumers left alone: alive, or owner
+	                        record unknown or unreadable */
+};
+
+/*
+ * Return the claims of process consumers proven dead to new/, remove their
+ * directories, and sweep staging files older than `stage_age_ms` (a live
+ * writer's are never swept). Safe to run at any time, concurrently with
+ * everything else. `out` may be NULL. Returns 0 or a negative errno.
+ */
+FSAFE_API int fsafe_inbox_recover(fsafe_inbox *ib, uint64_t stage_age_ms,
+                                  struct fsafe_inbox_recovery *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FSAFE_INBOX_H */

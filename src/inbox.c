@@ -1,0 +1,1015 @@
+/*
+ * The directory inbox (see include/fsafe/inbox.h).
+ *
+ * Delivery goes through the atomic writer in create-only mode straight into
+ * new/: the writer stages beside its target (an O_TMPFILE, named by the
+ * public staging form only once it is whole), syncs the data, publishes
+ * with renameat2(NOREPLACE) or link and syncs new/. Staging in a separate
+ * tmp/ would cost a second rename and a second directory sync per message
+ * and buy nothing: consumers tell stages apart by fsafe_is_staging_name(),
+ * and recovery sweeps them with fsafe_sweep().
+ *
+ * A claim is one rename new/X -> claimed/<c>/X, which exactly one consumer
+ * wins. It is not synced: if a power cut undoes it, the message is simply
+ * in new/ again. An ack first syncs new/ so that the claim's removal from
+ * new/ is durable before the message goes, so an acked message can never
+ * reappear.
+ */
+#define _GNU_SOURCE
+#include "inbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "owner.h"
+#include "sys.h"
+
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#endif
+
+static const char magic[8] = { 'f', 's', 'a', 'f', 'e', 'I', 'B', '1' };
+static const char hexd[] = "0123456789abcdef";
+
+/* Field widths of an id: time, sequence, boot, pid, random. */
+static const int id_fields[] = { 16, 12, 8, 8, 12 };
+_Static_assert(16 + 12 + 8 + 8 + 12 + 4 == FSAFE_INBOX_ID_LEN, "id width");
+
+#define OWNER_NAME "owner"
+#define REASON_SUFFIX ".reason"
+#define DIR_MAX (2 + FSAFE_INBOX_NAME_MAX + 1)
+
+struct fsafe_inbox {
+	int dirfd, newfd, claimedfd, quarfd, donefd;
+	unsigned flags, write_flags;
+	uint64_t max;
+	uint64_t seq;
+	struct fsafe_lock_owner self;
+};
+
+struct fsafe_inbox_consumer {
+	fsafe_inbox *ib;
+	int fd;                /* claimed/<dir> */
+	bool named;
+	char dir[DIR_MAX + 1];
+	char **names;          /* the last listing of new/, sorted */
+	size_t n, pos;
+	unsigned quarantined;
+	int ino;               /* inotify fd, -1 when unused */
+	bool ino_tried;
+};
+
+struct fsafe_inbox_msg {
+	char id[FSAFE_INBOX_ID_LEN + 1];
+	char path[16 + DIR_MAX + FSAFE_INBOX_ID_LEN];
+	uint8_t *data;
+	size_t len;
+	uint64_t seq;
+};
+
+/* ---- format -------------------------------------------------------------- */
+
+/* CRC-32 (IEEE), four bits at a time: a 16-entry const table keeps the
+   library free of mutable globals. */
+uint32_t fsafe__crc32(uint32_t crc, const void *buf, size_t len)
+{
+	static const uint32_t t[16] = {
+		0x00000000, 0x1db71064, 0x3b6e20c8, 0x26d930ac, 0x76dc4190,
+		0x6b6b51f4, 0x4db26158, 0x5005713c, 0xedb88320, 0xf00f9344,
+		0xd6d6a3e8, 0xcb61b38c, 0x9b64c2b0, 0x86d3d2d4, 0xa00ae278,
+		0xbdbdf21c,
+	};
+	const uint8_t *p = buf;
+
+	crc = ~crc;
+	for (size_t i = 0; i < len; i++) {
+		crc ^= p[i];
+		crc = (crc >> 4) ^ t[crc & 15];
+		crc = (crc >> 4) ^ t[crc & 15];
+	}
+	return ~crc;
+}
+
+static void put_le(uint8_t *p, uint64_t v, int n)
+{
+	for (int i = 0; i < n; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_le(const uint8_t *p, int n)
+{
+	uint64_t v = 0;
+
+	for (int i = n - 1; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+void fsafe__inbox_header(uint8_t h[FSAFE__INBOX_HDR], uint64_t seq,
+                         const void *buf, size_t len)
+{
+	memcpy(h, magic, 8);
+	put_le(h + 8, seq, 8);
+	put_le(h + 16, len, 8);
+	put_le(h + 24, fsafe__crc32(0, buf, len), 4);
+	put_le(h + 28, fsafe__crc32(0, h, 28), 4);
+}
+
+bool fsafe__inbox_valid_id(const char *name)
+{
+	const char *p = name;
+
+	for (size_t f = 0; f < sizeof(id_fields) / sizeof(id_fields[0]); f++) {
+		if (f > 0 && *p++ != '.')
+			return false;
+		for (int i = 0; i < id_fields[f]; i++, p++)
+			if (!*p || !strchr(hexd, *p))
+				return false;
+	}
+	return *p == '\0';
+}
+
+static char *hex_field(char *p, uint64_t v, int width)
+{
+	for (int i = width - 1; i >= 0; i--, v >>= 4)
+		p[i] = hexd[v & 15];
+	return p + width;
+}
+
+static int make_id(const fsafe_inbox *ib, uint64_t seq, char *id)
+{
+	struct timespec ts;
+	uint64_t rnd = 0;
+	int r = fsafe__random(&rnd, 6);
+
+	if (r < 0)
+		return r;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	uint64_t us = (uint64_t)ts.tv_sec * 1000000u +
+	              (uint64_t)ts.tv_nsec / 1000u;
+	uint64_t boot = 0;
+	for (int i = 0; i < 8; i++) /* the boot id's first 32 bits */
+		boot = (boot << 4) | (uint64_t)(strchr(hexd, ib->self.boot_id[i]) - hexd);
+	char *p = hex_field(id, us, 16);
+	*p++ = '.';
+	p = hex_field(p, seq, 12);
+	*p++ = '.';
+	p = hex_field(p, boot, 8);
+	*p++ = '.';
+	p = hex_field(p, (uint64_t)getpid(), 8);
+	*p++ = '.';
+	p = hex_field(p, rnd, 12);
+	*p = '\0';
+	return 0;
+}
+
+/* ---- small directory helpers ------------------------------------------- */
+
+/* Create a directory if missing; 1 when created, 0 when it was there. */
+static int ensure_dir(int dirfd, const char *name)
+{
+	int r = fsafe__mkdirat(dirfd, name, 0777);
+
+	return r == 0 ? 1 : r == -EEXIST ? 0 : r;
+}
+
+/* Move old -> new without replacing anything. */
+static int move_noreplace(int ofd, const char *old, int nfd, const char *new_)
+{
+	int r = fsafe__renameat2(ofd, old, nfd, new_, RENAME_NOREPLACE);
+
+	if (r != -EINVAL && r != -ENOSYS && r != -EOPNOTSUPP)
+		return r;
+	/* No renameat2 here: link refuses to replace, then drop the old
+	   name. A crash between leaves two names of one inode, which every
+	   reader of this module treats as the same message. */
+	if ((r = fsafe__linkat(ofd, old, nfd, new_, 0)) < 0)
+		return r;
+	r = fsafe__unlinkat(ofd, old, 0);
+	return r == -ENOENT ? 0 : r;
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * Call fn for each entry of directory dirfd, through a fresh descriptor
+ * (a held one has a shared offset, and rewinding is no table call). Stops
+ * early when fn returns non-zero, which scan returns; else 0 or -errno.
+ */
+static int scan(int dirfd, int (*fn)(void *arg, const char *name),
+                void *arg)
+{
+	struct fsafe__dir *d = malloc(sizeof(*d));
+	const char *name;
+	unsigned char type;
+	int r = d ? fsafe__open_dir(dirfd, ".") : -ENOMEM;
+
+	if (r < 0) {
+		free(d);
+		return r;
+	}
+	fsafe__dir_init(d, r);
+	int fd = r;
+	while ((r = fsafe__dir_next(d, &name, &type)) == 1)
+		if ((r = fn(arg, name)) != 0)
+			break;
+	fsafe__close(fd);
+	free(d);
+	return r;
+}
+
+/* ---- open / close ------------------------------------------------------- */
+
+static int load_opts(const struct fsafe_inbox_opts *opts,
+                     struct fsafe_inbox_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	if (opts) {
+		size_t n = opts->size ? opts->size : sizeof(*o);
+		memcpy(o, opts, n < sizeof(*o) ? n : sizeof(*o));
+	}
+	if (o->flags & ~(unsigned)(FSAFE_INBOX_CREATE | FSAFE_INBOX_KEEP_DONE |
+	                           FSAFE_INBOX_NO_INOTIFY))
+		return -EINVAL;
+	if (o->write_flags & ~(unsigned)(FSAFE_NO_TMPFILE | FSAFE_NO_RENAMEAT2))
+		return -EINVAL;
+	if (!o->max_message)
+		o->max_message = FSAFE_INBOX_MAX_DEFAULT;
+	return 0;
+}
+
+/* Create the inbox directory itself and make its entry durable. */
+static int create_top(int dirfd, const char *path)
+{
+	int r = ensure_dir(dirfd, path);
+
+	if (r <= 0)
+		return r;
+	const char *slash = strrchr(path, '/');
+	char parent[4096];
+	if (!slash)
+		return fsafe__fsync(dirfd);
+	size_t n = slash == path ? 1 : (size_t)(slash - path);
+	if (n >= sizeof(parent))
+		return -ENAMETOOLONG;
+	memcpy(parent, path, n);
+	parent[n] = '\0';
+	int fd = fsafe__open_dir(dirfd, parent);
+	if (fd < 0)
+		return fd;
+	r = fsafe__fsync(fd);
+	fsafe__close(fd);
+	return r;
+}
+
+static int open_subdirs(fsafe_inbox *ib, bool create)
+{
+	static const char *const sub[] = { "new", "claimed", "quarantine",
+	                                   "done" };
+	int *fds[] = { &ib->newfd, &ib->claimedfd, &ib->quarfd, &ib->donefd };
+	bool made = false;
+	int r;
+
+	for (int i = 0; i < 4; i++) {
+		if (create && (r = ensure_dir(ib->dirfd, sub[i])) < 0)
+			return r;
+		made |= create && r == 1;
+		if ((*fds[i] = fsafe__open_dir(ib->dirfd, sub[i])) < 0)
+			return *fds[i];
+	}
+	return made ? fsafe__fsync(ib->dirfd) : 0;
+}
+
+int fsafe_inbox_open(int dirfd, const char *path,
+                     const struct fsafe_inbox_opts *opts, fsafe_inbox **out)
+{
+	struct fsafe_inbox_opts o;
+	int r = load_opts(opts, &o);
+
+	*out = NULL;
+	if (r < 0)
+		return r;
+	if (!path || !*path)
+		return -EINVAL;
+	if ((o.flags & FSAFE_INBOX_CREATE) && (r = create_top(dirfd, path)) < 0)
+		return r;
+	fsafe_inbox *ib = calloc(1, sizeof(*ib));
+	if (!ib)
+		return -ENOMEM;
+	ib->newfd = ib->claimedfd = ib->quarfd = ib->donefd = -1;
+	ib->flags = o.flags;
+	ib->write_flags = o.write_flags;
+	ib->max = o.max_message;
+	if ((ib->dirfd = fsafe__open_dir(dirfd, path)) < 0 ||
+	    (r = open_subdirs(ib, o.flags & FSAFE_INBOX_CREATE)) < 0 ||
+	    (r = fsafe__owner_self(&ib->self, false)) < 0) {
+		r = ib->dirfd < 0 ? ib->dirfd : r;
+		fsafe_inbox_close(ib);
+		return r;
+	}
+	*out = ib;
+	return 0;
+}
+
+void fsafe_inbox_close(fsafe_inbox *ib)
+{
+	if (!ib)
+		return;
+	int fds[] = { ib->dirfd, ib->newfd, ib->claimedfd, ib->quarfd,
+	              ib->donefd };
+	for (int i = 0; i < 5; i++)
+		if (fds[i] >= 0)
+			fsafe__close(fds[i]);
+	free(ib);
+}
+
+/* ---- deliver ------------------------------------------------------------- */
+
+static int deliver_as(fsafe_inbox *ib, const char *id, uint64_t seq,
+                      const void *buf, size_t len)
+{
+	struct fsafe_write_opts wo = FSAFE_WRITE_OPTS_INIT;
+	uint8_t h[FSAFE__INBOX_HDR];
+	fsafe_writer *w;
+
+	wo.flags = FSAFE_CREATE_ONLY | FSAFE_NO_FOLLOW | ib->write_flags;
+	wo.mode = 0666;
+	fsafe__inbox_header(h, seq, buf, len);
+	int r = fsafe_writer_open(ib->newfd, id, &wo, &w);
+	if (r < 0)
+		return r;
+	if ((r = fsafe_writer_write(w, h, sizeof(h))) < 0 ||
+	    (r = fsafe_writer_write(w, buf, len)) < 0) {
+		fsafe_writer_abort(w);
+		return r;
+	}
+	return fsafe_writer_commit(w);
+}
+
+int fsafe_inbox_deliver(fsafe_inbox *ib, const void *buf, size_t len,
+                        char *id_out)
+{
+	char id[FSAFE_INBOX_ID_LEN + 1];
+	int r = -EEXIST;
+
+	if (len > ib->max)
+		return -EMSGSIZE;
+	if (!buf && len)
+		return -EINVAL;
+	uint64_t seq = ib->seq++;
+	/* An id collides only if 48 random bits do within one microsecond
+	   of one process: retrying is for completeness. */
+	for (int i = 0; i < 4 && r == -EEXIST; i++) {
+		if ((r = make_id(ib, seq, id)) < 0)
+			return r;
+		r = deliver_as(ib, id, seq, buf, len);
+	}
+	if ((r == 0 || r == FSAFE_ENOTDURABLE) && id_out)
+		memcpy(id_out, id, sizeof(id));
+	return r;
+}
+
+/* ---- consumers ------------------------------------------------------------ */
+
+static bool valid_name(const char *name)
+{
+	size_t n = strlen(name);
+
+	if (n == 0 || n > FSAFE_INBOX_NAME_MAX || name[0] == '.')
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char ch = name[i];
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		      (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' ||
+		      ch == '-'))
+			return false;
+	}
+	return true;
+}
+
+/* A process consumer: its own directory, and the owner record in it
+   durable before any claim can land there. */
+static int open_process_dir(fsafe_inbox_consumer *c)
+{
+	struct fsafe_write_opts wo = FSAFE_WRITE_OPTS_INIT;
+	struct fsafe_lock_owner me;
+	char rec[FSAFE__OWNER_MAX];
+	int r;
+
+	if ((r = fsafe__owner_self(&me, false)) < 0)
+		return r;
+	snprintf(c->dir, sizeof(c->dir), "p-%s", me.token);
+	if ((r = fsafe__mkdirat(c->ib->claimedfd, c->dir, 0777)) < 0 ||
+	    (r = fsafe__fsync(c->ib->claimedfd)) < 0 ||
+	    (c->fd = fsafe__open_dir(c->ib->claimedfd, c->dir)) < 0)
+		return r < 0 ? r : c->fd;
+	int n = fsafe__owner_format(&me, rec, sizeof(rec));
+	if (n < 0)
+		return n;
+	wo.flags = FSAFE_CREATE_ONLY | FSAFE_NO_FOLLOW;
+	return fsafe_write_fileat(c->fd, OWNER_NAME, rec, (size_t)n, &wo);
+}
+
+static int open_named_dir(fsafe_inbox_consumer *c, const char *name)
+{
+	int r;
+
+	snprintf(c->dir, sizeof(c->dir), "n-%s", name);
+	if ((r = ensure_dir(c->ib->claimedfd, c->dir)) < 0)
+		return r;
+	if (r == 1 && (r = fsafe__fsync(c->ib->claimedfd)) < 0)
+		return r;
+	c->fd = fsafe__open_dir(c->ib->claimedfd, c->dir);
+	return c->fd < 0 ? c->fd : 0;
+}
+
+static void free_names(fsafe_inbox_consumer *c)
+{
+	for (size_t i = 0; i < c->n; i++)
+		free(c->names[i]);
+	free(c->names);
+	c->names = NULL;
+	c->n = c->pos = 0;
+}
+
+static void consumer_free(fsafe_inbox_consumer *c)
+{
+	free_names(c);
+	if (c->fd >= 0)
+		fsafe__close(c->fd);
+	if (c->ino >= 0)
+		close(c->ino);
+	free(c);
+}
+
+int fsafe_inbox_consumer_open(fsafe_inbox *ib, const char *name,
+                              fsafe_inbox_consumer **out)
+{
+	*out = NULL;
+	if (name && !valid_name(name))
+		return -EINVAL;
+	fsafe_inbox_consumer *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->ib = ib;
+	c->fd = c->ino = -1;
+	c->named = name != NULL;
+	int r = name ? open_named_dir(c, name) : open_process_dir(c);
+	if (r < 0) {
+		/* A half-made process directory holds no claim; recovery
+		   removes it. */
+		consumer_free(c);
+		return r;
+	}
+	*out = c;
+	return 0;
+}
+
+/* Is `name` in a claim directory a claim (not the record or a stage)? */
+static bool is_claim(const char *name)
+{
+	return strcmp(name, OWNER_NAME) != 0 && !fsafe_is_staging_name(name);
+}
+
+/* Put one claim back into new/. If new/ already has it (a power cut undid
+   the claim's removal there), the claim copy is the duplicate. */
+static int put_back(fsafe_inbox *ib, int cfd, const char *name)
+{
+	int r = move_noreplace(cfd, name, ib->newfd, name);
+
+	if (r == -EEXIST)
+		r = fsafe__unlinkat(cfd, name, 0);
+	return r;
+}
+
+struct putback {
+	fsafe_inbox *ib;
+	int cfd;
+	int moved;
+	bool seen;
+};
+
+static int put_back_one(void *arg, const char *name)
+{
+	struct putback *pb = arg;
+
+	if (!is_claim(name))
+		return 0;
+	int r = put_back(pb->ib, pb->cfd, name);
+	if (r < 0 && r != -ENOENT)
+		return r;
+	pb->moved += r == 0;
+	pb->seen = true;
+	return 0;
+}
+
+/* Return every claim in directory cfd to new/; the count, or -errno.
+   Entries move out while we read: list again until a pass finds none
+   (getdents is no snapshot). */
+static int return_all(fsafe_inbox *ib, int cfd)
+{
+	struct putback pb = { .ib = ib, .cfd = cfd };
+	int r;
+
+	do {
+		pb.seen = false;
+		if ((r = scan(cfd, put_back_one, &pb)) < 0)
+			return r;
+	} while (pb.seen);
+	if (pb.moved > 0 && (r = fsafe__fsync(ib->newfd)) < 0)
+		return r;
+	return pb.moved;
+}
+
+int fsafe_inbox_release_all(fsafe_inbox_consumer *c)
+{
+	int n = return_all(c->ib, c->fd);
+	int r;
+
+	if (n > 0 && (r = fsafe__fsync(c->fd)) < 0)
+		return r;
+	return n;
+}
+
+/* Remove a dead or closed process consumer's directory: its record (and
+   any stage of it), then the directory, durably. */
+static int remove_process_dir(fsafe_inbox *ib, int cfd, const char *dir)
+{
+	int r = fsafe_sweep(cfd, ".", 0, 0, NULL, NULL);
+
+	if (r < 0)
+		return r;
+	if ((r = fsafe__unlinkat(cfd, OWNER_NAME, 0)) < 0 && r != -ENOENT)
+		return r;
+	r = fsafe__unlinkat(ib->claimedfd, dir, AT_REMOVEDIR);
+	if (r < 0 && r != -ENOENT)
+		return r;
+	return fsafe__fsync(ib->claimedfd);
+}
+
+int fsafe_inbox_consumer_close(fsafe_inbox_consumer *c)
+{
+	int r = 0;
+
+	if (!c)
+		return 0;
+	if (!c->named) {
+		r = return_all(c->ib, c->fd);
+		r = r < 0 ? r : remove_process_dir(c->ib, c->fd, c->dir);
+	}
+	consumer_free(c);
+	return r < 0 ? r : 0;
+}
+
+unsigned fsafe_inbox_quarantined(const fsafe_inbox_consumer *c)
+{
+	return c->quarantined;
+}
+
+/* ---- listing ------------------------------------------------------------- */
+
+static int cmp_names(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int push_name(fsafe_inbox_consumer *c, size_t *cap, const char *name)
+{
+	if (c->n == *cap) {
+		size_t ncap = *cap ? 2 * *cap : 64;
+		char **p = realloc(c->names, ncap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		c->names = p;
+		*cap = ncap;
+	}
+	if (!(c->names[c->n] = strdup(name)))
+		return -ENOMEM;
+	c->n++;
+	return 0;
+}
+
+struct listing {
+	fsafe_inbox_consumer *c;
+	size_t cap;
+};
+
+static int list_one(void *arg, const char *name)
+{
+	struct listing *l = arg;
+
+	return fsafe_is_staging_name(name) ? 0 : push_name(l->c, &l->cap, name);
+}
+
+/* One pass over new/: every name but the writer's stages, sorted, so ids
+   come out oldest first (foreign names too: they get quarantined). */
+static int relist(fsafe_inbox_consumer *c)
+{
+	struct listing l = { .c = c };
+	int r;
+
+	free_names(c);
+	if ((r = scan(c->ib->newfd, list_one, &l)) < 0)
+		return r;
+	qsort(c->names, c->n, sizeof(*c->names), cmp_names);
+	return 0;
+}
+
+/* ---- take ---------------------------------------------------------------- */
+
+/* Move a claimed non-message aside, with a reason beside it. */
+static int quarantine(fsafe_inbox_consumer *c, const char *name,
+                      const char *why)
+{
+	struct fsafe_write_opts wo = FSAFE_WRITE_OPTS_INIT;
+	char dest[NAME_MAX + 1], reason[NAME_MAX + 32];
+	int r = move_noreplace(c->fd, name, c->ib->quarfd, name);
+
+	snprintf(dest, sizeof(dest), "%s", name);
+	for (int i = 0; r == -EEXIST && i < 8; i++) {
+		/* A foreign name seen before: keep both. */
+		uint32_t rnd = 0;
+		if ((r = fsafe__random(&rnd, sizeof(rnd))) < 0)
+			return r;
+		snprintf(dest, sizeof(dest), "%.200s.%08x", name, rnd);
+		r = move_noreplace(c->fd, name, c->ib->quarfd, dest);
+	}
+	if (r < 0)
+		return r;
+	c->quarantined++;
+	snprintf(reason, sizeof(reason), "%s" REASON_SUFFIX, dest);
+	wo.flags = FSAFE_CREATE_ONLY | FSAFE_NO_FOLLOW;
+	/* The reason's commit syncs quarantine/, which holds both names. */
+	r = fsafe_write_fileat(c->ib->quarfd, reason, why, strlen(why), &wo);
+	return r == -EEXIST || r == -ENAMETOOLONG ? fsafe__fsync(c->ib->quarfd)
+	                                          : r;
+}
+
+/* Read exactly len bytes at off; -EBADMSG when the file is shorter. */
+static int read_exact(int fd, void *buf, size_t len, off_t off)
+{
+	uint8_t *p = buf;
+
+	while (len > 0) {
+		ssize_t n = SYS->pread(fd, p, len, off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EBADMSG;
+		p += n;
+		len -= (size_t)n;
+		off += n;
+	}
+	return 0;
+}
+
+/* Check the header; sets *why when the file is not a whole message. */
+static int check_header(const fsafe_inbox_consumer *c, const uint8_t *h,
+                        const struct stat *st, fsafe_inbox_msg *m,
+                        const char **why)
+{
+	uint64_t len = get_le(h + 16, 8);
+
+	if (memcmp(h, magic, 8) != 0)
+		*why = "not an inbox message (bad magic)\n";
+	else if (get_le(h + 28, 4) != fsafe__crc32(0, h, 28))
+		*why = "corrupt header (checksum)\n";
+	else if (len > c->ib->max)
+		*why = "payload over the configured size limit\n";
+	else if ((uint64_t)st->st_size != FSAFE__INBOX_HDR + len)
+		*why = "length does not match the header (truncated or "
+		       "extended)\n";
+	else if (get_le(h + 8, 8) % (1ull << 48) !=
+	         strtoull(m->id + 17, NULL, 16))
+		*why = "sequence does not match the id\n";
+	m->len = (size_t)len;
+	m->seq = get_le(h + 8, 8);
+	return 0;
+}
+
+/* Load and verify a claimed file. 0 with *why NULL: a whole message. */
+static int load(fsafe_inbox_consumer *c, int fd, fsafe_inbox_msg *m,
+                const char **why)
+{
+	uint8_t h[FSAFE__INBOX_HDR];
+	struct stat st;
+	int r;
+
+	*why = NULL;
+	if ((r = fsafe__fstat(fd, &st)) < 0)
+		return r;
+	if (!S_ISREG(st.st_mode)) {
+		*why = "not a regular file\n";
+		return 0;
+	}
+	if ((uint64_t)st.st_size < FSAFE__INBOX_HDR) {
+		*why = "shorter than a message header\n";
+		return 0;
+	}
+	if ((r = read_exact(fd, h, sizeof(h), 0)) < 0)
+		return r;
+	check_header(c, h, &st, m, why);
+	if (*why)
+		return 0;
+	if (!(m->data = malloc(m->len ? m->len : 1)))
+		return -ENOMEM;
+	if ((r = read_exact(fd, m->data, m->len, FSAFE__INBOX_HDR)) < 0)
+		return r == -EBADMSG ? (*why = "truncated payload\n", 0) : r;
+	if (get_le(h + 24, 4) != fsafe__crc32(0, m->data, m->len))
+		*why = "corrupt payload (checksum)\n";
+	return 0;
+}
+
+/* Having won `name`: a message in *out, or quarantine it (1: try the
+   next), or on an error give it back and fail. */
+static int examine(fsafe_inbox_consumer *c, const char *name,
+                   fsafe_inbox_msg **out)
+{
+	fsafe_inbox_msg *m = calloc(1, sizeof(*m));
+	const char *why = NULL;
+	int fd = -1, r;
+
+	if (!m)
+		r = -ENOMEM;
+	else if (!fsafe__inbox_valid_id(name))
+		r = 0, why = "foreign name (not an inbox message id)\n";
+	else if ((fd = fsafe__openat(c->fd, name,
+	                             O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0)) < 0)
+		r = fd == -ELOOP ? (why = "a symbolic link\n", 0) : fd;
+	else {
+		memcpy(m->id, name, FSAFE_INBOX_ID_LEN + 1);
+		r = load(c, fd, m, &why);
+	}
+	if (fd >= 0)
+		fsafe__close(fd);
+	if (r == 0 && !why) {
+		snprintf(m->path, sizeof(m->path), "claimed/%s/%s", c->dir,
+		         name);
+		*out = m;
+		return 0;
+	}
+	fsafe_inbox_msg_free(m);
+	if (r < 0) {
+		/* Not the message's fault: let someone try again. */
+		put_back(c->ib, c->fd, name);
+		return r;
+	}
+	return (r = quarantine(c, name, why)) < 0 ? r : 1;
+}
+
+int fsafe_inbox_take(fsafe_inbox_consumer *c, fsafe_inbox_msg **out)
+{
+	bool fresh = false;
+	int r;
+
+	*out = NULL;
+	for (;;) {
+		if (c->pos == c->n) {
+			/* A fresh pass that found nothing to win ends it. */
+			if (fresh && c->n == 0)
+				return -EAGAIN;
+			if ((r = relist(c)) < 0)
+				return r;
+			if (fresh && c->n == 0)
+				return -EAGAIN;
+			fresh = true;
+			if (c->n == 0)
+				return -EAGAIN;
+			continue;
+		}
+		const char *name = c->names[c->pos++];
+		r = fsafe__renameat(c->ib->newfd, name, c->fd, name);
+		if (r == -ENOENT)
+			continue; /* another consumer won it */
+		if (r < 0)
+			return r;
+		if ((r = examine(c, name, out)) <= 0)
+			return r;
+	}
+}
+
+/* ---- ack / release -------------------------------------------------------- */
+
+static bool valid_ref(const char *id)
+{
+	return id && *id && !strchr(id, '/') && strcmp(id, ".") != 0 &&
+	       strcmp(id, "..") != 0 && is_claim(id);
+}
+
+int fsafe_inbox_ack(fsafe_inbox_consumer *c, const char *id)
+{
+	fsafe_inbox *ib = c->ib;
+	struct stat st;
+	int r;
+
+	if (!valid_ref(id))
+		return -EINVAL;
+	if ((r = fsafe__fstatat(c->fd, id, &st, AT_SYMLINK_NOFOLLOW)) < 0)
+		return r;
+	/* The claim's removal from new/ must be durable before the message
+	   goes, or a power cut could bring an acked message back. */
+	if ((r = fsafe__fsync(ib->newfd)) < 0)
+		return r;
+	if (ib->flags & FSAFE_INBOX_KEEP_DONE) {
+		if ((r = move_noreplace(c->fd, id, ib->donefd, id)) < 0 ||
+		    (r = fsafe__fsync(ib->donefd)) < 0)
+			return r;
+	} else if ((r = fsafe__unlinkat(c->fd, id, 0)) < 0) {
+		return r;
+	}
+	return fsafe__fsync(c->fd);
+}
+
+int fsafe_inbox_release(fsafe_inbox_consumer *c, const char *id)
+{
+	int r;
+
+	if (!valid_ref(id))
+		return -EINVAL;
+	if ((r = put_back(c->ib, c->fd, id)) < 0 ||
+	    (r = fsafe__fsync(c->ib->newfd)) < 0)
+		return r;
+	return fsafe__fsync(c->fd);
+}
+
+/* ---- message accessors ----------------------------------------------------- */
+
+const char *fsafe_inbox_msg_id(const fsafe_inbox_msg *m) { return m->id; }
+const char *fsafe_inbox_msg_path(const fsafe_inbox_msg *m) { return m->path; }
+const void *fsafe_inbox_msg_data(const fsafe_inbox_msg *m) { return m->data; }
+size_t fsafe_inbox_msg_len(const fsafe_inbox_msg *m) { return m->len; }
+uint64_t fsafe_inbox_msg_seq(const fsafe_inbox_msg *m) { return m->seq; }
+
+void fsafe_inbox_msg_free(fsafe_inbox_msg *m)
+{
+	if (!m)
+		return;
+	free(m->data);
+	free(m);
+}
+
+/* ---- wait ------------------------------------------------------------------ */
+
+static int found_one(void *arg, const char *name)
+{
+	(void)arg;
+	return !fsafe_is_staging_name(name);
+}
+
+/* Does new/ hold anything but stages? 1, 0 or -errno. */
+static int anything_new(fsafe_inbox *ib)
+{
+	return scan(ib->newfd, found_one, NULL);
+}
+
+/* inotify on new/, as a wake-up hint only: failing to set it up just
+   means polling. It is not a filesystem operation, so it bypasses the
+   system-call table (like the async engine's eventfd). */
+static void watch(fsafe_inbox_consumer *c)
+{
+	char path[64];
+
+	if (c->ino_tried || (c->ib->flags & FSAFE_INBOX_NO_INOTIFY))
+		return;
+	c->ino_tried = true;
+	if ((c->ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK)) < 0)
+		return;
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", c->ib->newfd);
+	if (inotify_add_watch(c->ino, path,
+	                      IN_MOVED_TO | IN_CREATE | IN_ONLYDIR) < 0) {
+		close(c->ino);
+		c->ino = -1;
+	}
+}
+
+static void drain(int fd)
+{
+	char buf[4096];
+
+	while (read(fd, buf, sizeof(buf)) > 0)
+		;
+}
+
+int fsafe_inbox_wait(fsafe_inbox_consumer *c, uint64_t timeout_ms)
+{
+	int64_t start = now_ms();
+	uint64_t slice = 1;
+	int r;
+
+	/* Watch before looking, so a delivery between the look and the
+	   sleep still wakes us. */
+	watch(c);
+	for (;;) {
+		if ((r = anything_new(c->ib)) != 0)
+			return r < 0 ? r : 0;
+		uint64_t spent = (uint64_t)(now_ms() - start);
+		if (timeout_ms != FSAFE_INBOX_FOREVER && spent >= timeout_ms)
+			return -ETIMEDOUT;
+		uint64_t left = timeout_ms == FSAFE_INBOX_FOREVER
+		                        ? UINT64_MAX : timeout_ms - spent;
+		/* With inotify the slice only bounds a missed event (network
+		   filesystems send none); without it, backoff to 200 ms. */
+		uint64_t cap = c->ino >= 0 ? 1000 : 200;
+		uint64_t s = slice < left ? slice : left;
+		if (poll(&(struct pollfd){ .fd = c->ino, .events = POLLIN },
+		         c->ino >= 0 ? 1 : 0, (int)s) > 0)
+			drain(c->ino);
+		slice = slice * 2 > cap ? cap : slice * 2;
+	}
+}
+
+/* ---- recovery --------------------------------------------------------------- */
+
+/* A process consumer's directory: return its claims if it is dead. */
+static int recover_one(fsafe_inbox *ib, const char *dir,
+                       const struct fsafe_lock_owner *self,
+                       struct fsafe_inbox_recovery *rep)
+{
+	char buf[FSAFE__OWNER_MAX + 1];
+	struct fsafe_lock_owner o;
+	int cfd = fsafe__open_dir(ib->claimedfd, dir);
+	int r, fd;
+
+	if (cfd < 0)
+		return cfd == -ENOENT || cfd == -ENOTDIR ? 0 : cfd;
+	fd = fsafe__openat(cfd, OWNER_NAME, O_RDONLY | O_NOFOLLOW, 0);
+	if (fd == -ENOENT) {
+		/* Died before its record was whole: no claim can be here
+		   (claims follow the durable record), so an empty directory
+		   goes; anything else is left for a human. */
+		r = fsafe_sweep(cfd, ".", 0, 0, NULL, NULL);
+		if (r >= 0)
+			r = fsafe__unlinkat(ib->claimedfd, dir, AT_REMOVEDIR);
+		rep->unjudged += r < 0;
+		fsafe__close(cfd);
+		return 0;
+	}
+	ssize_t n = fd < 0 ? fd : fsafe__owner_read_raw(fd, buf);
+	if (fd >= 0)
+		fsafe__close(fd);
+	if (n < 0 || fsafe__owner_parse(buf, (size_t)n, &o) < 0 ||
+	    fsafe__owner_judge(&o, self) != FSAFE_OWNER_DEAD) {
+		rep->unjudged++;
+		fsafe__close(cfd);
+		return 0;
+	}
+	r = return_all(ib, cfd);
+	if (r >= 0) {
+		rep->returned += (unsigned)r;
+		r = remove_process_dir(ib, cfd, dir);
+		rep->consumers += r == 0;
+	}
+	fsafe__close(cfd);
+	return r < 0 ? r : 0;
+}
+
+struct recovery {
+	fsafe_inbox *ib;
+	struct fsafe_inbox_recovery rep;
+};
+
+static int recover_entry(void *arg, const char *name)
+{
+	struct recovery *rc = arg;
+	char dir[DIR_MAX + 1];
+
+	/* Named consumers are never judged. */
+	if (strncmp(name, "p-", 2) != 0 || strlen(name) > DIR_MAX)
+		return 0;
+	snprintf(dir, sizeof(dir), "%s", name);
+	return recover_one(rc->ib, dir, &rc->ib->self, &rc->rep);
+}
+
+int fsafe_inbox_recover(fsafe_inbox *ib, uint64_t stage_age_ms,
+                        struct fsafe_inbox_recovery *out)
+{
+	struct recovery rc = { .ib = ib, .rep = { .size = sizeof(rc.rep) } };
+	int r = fsafe_sweep(ib->newfd, ".", stage_age_ms, 0, NULL, NULL);
+
+	if (r >= 0) {
+		rc.rep.swept = (unsigned)r;
+		r = scan(ib->claimedfd, recover_entry, &rc);
+	}
+	if (out) {
+		size_t n = out->size ? out->size : sizeof(rc.rep);
+		memcpy(out, &rc.rep, n < sizeof(rc.rep) ? n : sizeof(rc.rep));
+		out->size = n;
+	}
+	return r < 0 ? r : 0;
+}
