@@ -43,7 +43,7 @@ struct dir {
 };
 
 struct fsafe_batch {
-	unsigned flags, inflight;
+	unsigned flags, inflight, syncfs_min;
 	bool committed;
 	struct item *items;
 	size_t n, cap;
@@ -60,13 +60,14 @@ int fsafe_batch_new(const struct fsafe_batch_opts *opts, fsafe_batch **out)
 		size_t n = opts->size ? opts->size : sizeof(in);
 		memcpy(&in, opts, n < sizeof(in) ? n : sizeof(in));
 	}
-	if (in.flags & ~(unsigned)FSAFE_BATCH_NO_URING)
+	if (in.flags & ~(unsigned)(FSAFE_BATCH_NO_URING | FSAFE_BATCH_NO_SYNCFS))
 		return -EINVAL;
 	fsafe_batch *b = calloc(1, sizeof(*b));
 	if (!b)
 		return -ENOMEM;
 	b->flags = in.flags;
 	b->inflight = in.max_inflight ? in.max_inflight : DEFAULT_INFLIGHT;
+	b->syncfs_min = in.syncfs_min ? in.syncfs_min : FSAFE_BATCH_SYNCFS_MIN;
 	*out = b;
 	return 0;
 }
@@ -138,24 +139,72 @@ static void stage(struct item *it)
 	fsafe__writer_link(it->w);
 }
 
+/*
+ * The data fd of each item that a shared sync may cover (-1 otherwise);
+ * items whose stage needs a full fsync (metadata set after creation) sync
+ * themselves here, one by one: that is rare.
+ */
+static void collect_fds(struct item *items, size_t k, int *fds)
+{
+	for (size_t i = 0; i < k; i++) {
+		fsafe_writer *w = items[i].w;
+		fds[i] = -1;
+		if (w && fsafe__writer_needs_fsync(w))
+			fsafe__writer_sync_data(w);
+		else if (w)
+			fds[i] = fsafe__writer_data_fd(w);
+	}
+}
+
+/*
+ * Where one filesystem holds at least syncfs_min of the window's files,
+ * one syncfs makes all their data durable; their fds are then taken out
+ * of `fds`, and a failure fails each of them. `devs` is scratch space.
+ */
+static void sync_by_filesystem(fsafe_batch *b, struct item *items, size_t k,
+                               int *fds, dev_t *devs)
+{
+	struct stat st;
+
+	for (size_t i = 0; i < k; i++)
+		devs[i] = fds[i] >= 0 && fsafe__fstat(fds[i], &st) == 0
+		                  ? st.st_dev : (dev_t)-1;
+	/* Distinct filesystems are few (usually one): a pass per each. */
+	for (size_t i = 0; i < k; i++) {
+		dev_t dev = devs[i];
+		size_t same = 0;
+		if (fds[i] < 0 || dev == (dev_t)-1)
+			continue;
+		for (size_t j = i; j < k; j++)
+			same += fds[j] >= 0 && devs[j] == dev;
+		int r = same >= b->syncfs_min ? fsafe__syncfs(fds[i]) : -ENOSYS;
+		for (size_t j = i; j < k; j++) {
+			if (fds[j] < 0 || devs[j] != dev)
+				continue;
+			if (r != -ENOSYS) {
+				if (r < 0)
+					fsafe__writer_fail(items[j].w, r, "syncfs");
+				fds[j] = -1;
+			}
+			devs[j] = (dev_t)-1; /* this filesystem is decided */
+		}
+	}
+}
+
 static void sync_data(fsafe_batch *b, struct item *items, size_t k)
 {
 	int *fds = malloc(k * sizeof(int)), *errs = malloc(k * sizeof(int));
+	dev_t *devs = malloc(k * sizeof(dev_t));
 
-	if (!fds || !errs) {
+	if (!fds || !errs || !devs) {
 		/* Out of memory: sync one by one rather than fail the items. */
 		for (size_t i = 0; i < k; i++)
 			if (items[i].w)
 				fsafe__writer_sync_data(items[i].w);
 	} else {
-		for (size_t i = 0; i < k; i++) {
-			fsafe_writer *w = items[i].w;
-			fds[i] = w && !fsafe__writer_needs_fsync(w)
-			                 ? fsafe__writer_data_fd(w)
-			                 : -1;
-			if (w && fsafe__writer_needs_fsync(w))
-				fsafe__writer_sync_data(w); /* rare: chmod */
-		}
+		collect_fds(items, k, fds);
+		if (!(b->flags & FSAFE_BATCH_NO_SYNCFS))
+			sync_by_filesystem(b, items, k, fds, devs);
 		fsafe__sync_many(fds, k, errs, b->flags & FSAFE_BATCH_NO_URING);
 		for (size_t i = 0; i < k; i++)
 			if (errs[i] < 0)
@@ -163,6 +212,7 @@ static void sync_data(fsafe_batch *b, struct item *items, size_t k)
 	}
 	free(fds);
 	free(errs);
+	free(devs);
 }
 
 /* The index of dirfd's directory among those awaiting a sync. */

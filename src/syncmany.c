@@ -50,8 +50,14 @@ static void sync_by_pool(const int *fds, size_t n, int *errs)
 
 void fsafe__sync_many(const int *fds, size_t n, int *errs, bool no_uring)
 {
-	for (size_t i = 0; i < n; i++)
+	size_t pending = 0;
+
+	for (size_t i = 0; i < n; i++) {
 		errs[i] = fds[i] < 0 ? 0 : FSAFE__SYNC_PENDING;
+		pending += fds[i] >= 0;
+	}
+	if (!pending)
+		return;
 	if (!no_uring && SYS->fdatasync_many(fds, n, errs) == 0)
 		return;
 	sync_by_pool(fds, n, errs);

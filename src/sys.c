@@ -72,6 +72,17 @@ static ssize_t sys_getrandom(void *buf, size_t len, unsigned flags)
 #endif
 }
 
+static int sys_syncfs(int fd)
+{
+#ifdef __linux__
+	return syncfs(fd);
+#else
+	(void)fd;
+	errno = ENOSYS;
+	return -1;
+#endif
+}
+
 static int sys_ioctl(int fd, unsigned long req, void *arg)
 {
 	return ioctl(fd, req, arg);
@@ -104,6 +115,7 @@ const struct fsafe_sys fsafe__sys_default = {
 	.getrandom = sys_getrandom,
 	.ioctl = sys_ioctl,
 	.fdatasync_many = fsafe__uring_fdatasync_many,
+	.syncfs = sys_syncfs,
 	.kill = kill,
 	.flock = flock,
 };
@@ -177,6 +189,13 @@ int fsafe__fsync(int fd)
 int fsafe__fdatasync(int fd)
 {
 	return (int)RETRY_EINTR(SYS->fdatasync(fd));
+}
+
+/* Since Linux 5.8, syncfs reports writeback errors of any file on the
+   filesystem since fd was opened, so a failed flush is never lost. */
+int fsafe__syncfs(int fd)
+{
+	return (int)RETRY_EINTR(SYS->syncfs(fd));
 }
 
 int fsafe__fstatat(int dirfd, const char *path, struct stat *st, int flags)

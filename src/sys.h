@@ -59,6 +59,8 @@ struct fsafe_sys {
 	/* fdatasync of many fds at once through io_uring (see syncmany.h):
 	   0 with errs[i] = 0 / -errno, or -1/errno when io_uring is out. */
 	int (*fdatasync_many)(const int *fds, size_t n, int *errs);
+	/* syncfs(2): the whole filesystem of fd. ENOSYS where missing. */
+	int (*syncfs)(int fd);
 	int (*kill)(pid_t pid, int sig);
 	/* flock(2): the lock module's guard against a live holder. */
 	int (*flock)(int fd, int op);
@@ -95,6 +97,7 @@ int fsafe__write_all(int fd, const void *buf, size_t len);
 ssize_t fsafe__read(int fd, void *buf, size_t len);
 int fsafe__fsync(int fd);
 int fsafe__fdatasync(int fd);
+int fsafe__syncfs(int fd);
 int fsafe__fstatat(int dirfd, const char *path, struct stat *st, int flags);
 int fsafe__fstat(int fd, struct stat *st);
 int fsafe__unlinkat(int dirfd, const char *path, int flags);

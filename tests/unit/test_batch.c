@@ -251,6 +251,99 @@ static void dir_sync_failure_marks_its_directory(void **state)
 	assert_all_new(f); /* published all the same */
 }
 
+/* A window with syncfs_min files on one filesystem: one syncfs for all. */
+static fsafe_batch *fill_syncfs(struct fx *f, unsigned flags)
+{
+	struct fsafe_batch_opts bo = FSAFE_BATCH_OPTS_INIT;
+	fsafe_batch *b;
+
+	bo.flags = flags;
+	bo.syncfs_min = 8;
+	assert_int_equal(fsafe_batch_new(&bo, &b), 0);
+	for (int i = 0; i < N; i++) {
+		char name[32];
+		name_of(i, name, sizeof(name));
+		snprintf(contents[i], sizeof(contents[i]), "syncfs %d", i);
+		fsafe_batch_add(b, f->dirfd, name, contents[i],
+		                strlen(contents[i]), NULL);
+	}
+	return b;
+}
+
+static void large_windows_sync_the_filesystem_once(void **state)
+{
+	struct fx *f = *state;
+	fsafe_batch *b = fill_syncfs(f, 0);
+
+	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
+	assert_int_equal(fsafe_batch_commit(b), 0);
+	assert_int_equal(calls_named("syncfs"), 1);
+	assert_int_equal(calls_named("fdatasync_many"), 0);
+	assert_int_equal(calls_named("fdatasync"), 0);
+	assert_int_equal(calls_named("fsync"), 2); /* the two directories */
+	fault_remove();
+	fsafe_batch_free(b);
+	assert_all_new(f);
+
+	b = fill_syncfs(f, FSAFE_BATCH_NO_SYNCFS);
+	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
+	assert_int_equal(fsafe_batch_commit(b), 0);
+	assert_int_equal(calls_named("syncfs"), 0);
+	fault_remove();
+	fsafe_batch_free(b);
+	assert_all_new(f);
+}
+
+static int first_call_named(const char *name)
+{
+	for (int i = 1; i <= fault_calls(); i++)
+		if (!strcmp(fault_call_name(i), name))
+			return i;
+	return 0;
+}
+
+/* A failed syncfs cannot say whose data was lost: every file it covered
+   fails, and none is published. Without syncfs, per-file syncs serve. */
+static void syncfs_failure_fails_what_it_covered(void **state)
+{
+	struct fx *f = *state;
+	fsafe_batch *b = fill_syncfs(f, 0);
+	assert_int_equal(fsafe_batch_commit(b), 0); /* the files exist now */
+	fsafe_batch_free(b);
+	static char old[N][64];
+	memcpy(old, contents, sizeof(old));
+
+	b = fill_syncfs(f, 0);
+	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
+	fsafe_batch_commit(b);
+	int at = first_call_named("syncfs");
+	fault_remove();
+	fsafe_batch_free(b);
+	assert_true(at > 0);
+
+	b = fill_syncfs(f, 0);
+	fault_install(&(struct fault_plan){ .kind = FAULT_ERRNO, .at = at,
+	                                    .err = EIO });
+	assert_int_equal(fsafe_batch_commit(b), N);
+	fault_remove();
+	for (int i = 0; i < N; i++) {
+		char name[32];
+		name_of(i, name, sizeof(name));
+		assert_int_equal(fsafe_batch_result(b, (size_t)i), -EIO);
+		assert_true(tu_equals(f->dir, name, old[i], strlen(old[i])));
+	}
+	fsafe_batch_free(b);
+
+	b = fill_syncfs(f, 0);
+	fault_install(&(struct fault_plan){ .kind = FAULT_ERRNO, .at = at,
+	                                    .err = ENOSYS });
+	assert_int_equal(fsafe_batch_commit(b), 0);
+	assert_true(calls_named("fdatasync_many") + calls_named("fdatasync") > 0);
+	fault_remove();
+	fsafe_batch_free(b);
+	assert_all_new(f);
+}
+
 static void freeing_uncommitted_changes_nothing(void **state)
 {
 	struct fx *f = *state;
@@ -322,6 +415,8 @@ int main(void)
 		T(falls_back_when_io_uring_is_refused),
 		T(a_failure_stays_with_its_item),
 		T(dir_sync_failure_marks_its_directory),
+		T(large_windows_sync_the_filesystem_once),
+		T(syncfs_failure_fails_what_it_covered),
 		T(freeing_uncommitted_changes_nothing),
 		T(memory_stays_bounded),
 	};

@@ -81,11 +81,15 @@ static int teardown(void **state)
 	return 0;
 }
 
+/* A test-only mode bit: commit with one syncfs (syncfs_min = 2). */
+#define SYNCFS_MODE (1u << 30)
+
 static int commit(struct fx *f, unsigned bflags, fsafe_batch **out)
 {
 	struct fsafe_batch_opts bo = FSAFE_BATCH_OPTS_INIT;
 	fsafe_batch *b;
-	bo.flags = bflags;
+	bo.flags = bflags & ~SYNCFS_MODE;
+	bo.syncfs_min = bflags & SYNCFS_MODE ? 2 : 0;
 	if (fsafe_batch_new(&bo, &b) < 0)
 		return -1;
 	for (int i = 0; i < FILES; i++)
@@ -180,7 +184,8 @@ static void killed_at_every_call(unsigned bflags)
 		sweep_leftovers(f);
 	}
 	print_message("batch (%s): %d kill points\n",
-	              bflags ? "thread pool" : "io_uring", calls + 1);
+	              bflags & SYNCFS_MODE ? "syncfs"
+	              : bflags ? "thread pool" : "io_uring", calls + 1);
 	close(f->dirfd);
 	tu_rmtree(f->dir);
 	free(f->dir);
@@ -208,15 +213,21 @@ static int expected(int call, int err)
 	return -err;
 }
 
+static void kill_every_call_syncfs(void **state)
+{
+	(void)state;
+	killed_at_every_call(SYNCFS_MODE);
+}
+
 static void every_error_at_every_call(void **state)
 {
 	struct fx *f = *state;
 	static const int errs[] = { EIO, ENOSPC, EDQUOT, EINTR, EACCES, EROFS,
 		                    EMFILE };
-	static const unsigned modes[] = { 0, FSAFE_BATCH_NO_URING };
+	static const unsigned modes[] = { 0, FSAFE_BATCH_NO_URING, SYNCFS_MODE };
 	int cases = 0;
 
-	for (int m = 0; m < 2; m++) {
+	for (int m = 0; m < 3; m++) {
 		int calls = count_calls(f, modes[m]);
 		for (int n = 1; n <= calls; n++) {
 			for (int e = 0; e < 8; e++) {
@@ -266,6 +277,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(kill_every_call_uring),
 		cmocka_unit_test(kill_every_call_pool),
+		cmocka_unit_test(kill_every_call_syncfs),
 		cmocka_unit_test_setup_teardown(every_error_at_every_call, setup,
 		                                teardown),
 	};
