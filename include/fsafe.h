@@ -231,6 +231,7 @@ FSAFE_API void fsafe_sweep_result_free(fsafe_sweep_result *r);
 #include "fsafe/lock.h"
 #include "fsafe/batch.h"
 #include "fsafe/root.h"
+#include "fsafe/spool.h"
 #include "fsafe/inbox.h"
 
 #endif /* FSAFE_H */

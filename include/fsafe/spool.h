@@ -1,0 +1,157 @@
+/*
+ * The chunk spool: an append-only, checksummed queue of records on disk
+ * that recovers from crashes by itself.
+ *
+ * A spool is a directory holding segment files named by the sequence
+ * number of their first record (20 decimal digits + ".seg"), a consumer
+ * cursor ("cursor", replaced with the atomic writer) and, once corruption
+ * was found, quarantine/. Records are numbered from 1, consecutively.
+ *
+ * Guarantees:
+ *  - An append of a batch is durable when it returns 0 (fdatasync; threads
+ *    appending at once through one handle share one sync).
+ *  - After any crash or power cut, the records a spool returns are a
+ *    prefix of those appended (per sequence number, byte-exact), holding
+ *    every record whose append returned 0. Nothing else is ever returned:
+ *    each record's frame carries its sequence number, its position and a
+ *    CRC-32C bound to its segment, so torn writes and stale bytes fail.
+ *  - Opening never fails because of what the files hold: a torn tail is
+ *    truncated, a corrupt segment before the last one is moved to
+ *    quarantine/ (and counted), a cursor ahead of the data is clamped.
+ *    Opening again after a crash during that recovery finishes it.
+ *  - Reading holds one record (and a small buffer) in memory, never a
+ *    segment.
+ *
+ * One process opens a spool at a time (a flock on the directory: a second
+ * open fails with -EWOULDBLOCK). Within it, fsafe_spool_append may be
+ * called from many threads at once; the other calls on one handle must not
+ * run concurrently with each other (appends may run beside them).
+ */
+#ifndef FSAFE_SPOOL_H
+#define FSAFE_SPOOL_H
+
+#include "fsafe.h"
+
+#include <sys/uio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct fsafe_spool fsafe_spool;
+typedef struct fsafe_spool_reader fsafe_spool_reader;
+
+enum {
+	/* Create the directory if missing (its parent must exist). */
+	FSAFE_SPOOL_CREATE = 1u << 0,
+};
+
+struct fsafe_spool_opts {
+	size_t size;           /* sizeof(struct fsafe_spool_opts), or 0 */
+	unsigned flags;        /* FSAFE_SPOOL_* */
+	uint64_t segment_size; /* roll over to a new segment past this many
+	                          bytes; 0: 64 MiB */
+	uint32_t max_record;   /* longest record appended (bytes); 0: 1 MiB,
+	                          at most 256 MiB */
+	struct fsafe_error *error; /* optional: filled in on failure */
+};
+
+#define FSAFE_SPOOL_OPTS_INIT { .size = sizeof(struct fsafe_spool_opts) }
+
+/* Open (and recover) the spool in directory `path` relative to `dirfd`. */
+FSAFE_API int fsafe_spool_open(int dirfd, const char *path,
+                               const struct fsafe_spool_opts *opts,
+                               fsafe_spool **out);
+
+/* Close the handle (no sync needed: appends were durable). NULL: no-op. */
+FSAFE_API void fsafe_spool_close(fsafe_spool *s);
+
+/*
+ * Append `n` records (recs[i].iov_base, recs[i].iov_len bytes, each at most
+ * max_record; an empty record is allowed). Durable when it returns 0;
+ * `*first_seq` (may be NULL) receives the first record's number.
+ * -EMSGSIZE for an over-long record (nothing appended). After a failed
+ * write or sync the handle refuses further appends with that error
+ * (fsync failures cannot be retried safely): close and open again, which
+ * keeps whichever of those records reached the disk whole.
+ */
+FSAFE_API int fsafe_spool_append(fsafe_spool *s, const struct iovec *recs,
+                                 size_t n, uint64_t *first_seq);
+
+/* fsafe_spool_reader_open's `from` for "at the consumer cursor". */
+#define FSAFE_SPOOL_FROM_CURSOR UINT64_MAX
+
+/*
+ * Read records in order from sequence number `from` (or the cursor), up to
+ * the last durable record, including those that become durable while it
+ * reads. Numbers below the oldest record kept start at the oldest.
+ */
+FSAFE_API int fsafe_spool_reader_open(fsafe_spool *s, uint64_t from,
+                                      fsafe_spool_reader **out);
+
+/*
+ * The next record: 1 with *data / *len / *seq set (the bytes stay valid
+ * until the next call on this reader), 0 at the end, or a negative errno.
+ * A segment that turned corrupt since open is skipped from where it
+ * stops being valid (the next open quarantines it).
+ */
+FSAFE_API int fsafe_spool_next(fsafe_spool_reader *r, const void **data,
+                               size_t *len, uint64_t *seq);
+
+FSAFE_API void fsafe_spool_reader_close(fsafe_spool_reader *r);
+
+/*
+ * Records up to and including `seq` are consumed: the cursor moves past
+ * it (durably, with the atomic writer), then segments wholly before the
+ * cursor are deleted. A `seq` beyond the last record is clamped to it; one
+ * before the cursor changes nothing.
+ */
+FSAFE_API int fsafe_spool_ack(fsafe_spool *s, uint64_t seq);
+
+struct fsafe_spool_stat {
+	size_t size;            /* sizeof(struct fsafe_spool_stat) */
+	uint64_t cursor;        /* next record to consume */
+	uint64_t first_seq;     /* oldest record kept (== next_seq if none) */
+	uint64_t next_seq;      /* number the next appended record gets */
+	uint64_t segments;      /* segment files */
+	uint64_t bytes;         /* their total size */
+	uint64_t quarantined;   /* segments moved to quarantine/ when this
+	                           handle was opened */
+	uint64_t truncated;     /* bytes of torn tail cut at open */
+	uint64_t dropped;       /* segments before the cursor deleted */
+};
+
+#define FSAFE_SPOOL_STAT_INIT { .size = sizeof(struct fsafe_spool_stat) }
+
+/* Fill `st` (st->size set by the caller, as with the option structs). */
+FSAFE_API int fsafe_spool_stat(fsafe_spool *s, struct fsafe_spool_stat *st);
+
+/* One segment as fsafe_spool_check sees it. */
+struct fsafe_spool_segment {
+	const char *name;     /* the file's name in the spool directory */
+	uint64_t first_seq;   /* from its name */
+	uint64_t records;     /* valid records from its start */
+	uint64_t last_seq;    /* the last valid one's number (0: none) */
+	uint64_t valid_bytes; /* length of its valid prefix */
+	uint64_t file_bytes;  /* its size */
+	const char *problem;  /* NULL when the whole file is valid; else what
+	                         ends the valid prefix ("bad header", "bad
+	                         checksum", "wrong sequence", ...) */
+};
+
+/*
+ * Validate every segment of the spool at `path` without changing
+ * anything (no lock, no recovery), calling `each` once per segment in
+ * order. Returns the number of segments with a problem, or a negative
+ * errno.
+ */
+FSAFE_API int fsafe_spool_check(int dirfd, const char *path,
+                                void (*each)(const struct fsafe_spool_segment
+                                             *seg, void *arg),
+                                void *arg);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,69 @@
+/*
+ * The spool's on-disk format and its segment scanner, shared by the
+ * spool, its check and the fuzz target.
+ *
+ * Segment file: a 32-byte header, then frames back to back.
+ *   header: "FSPSEG1\0" | first_seq u64 | salt u64 | max_record u32 |
+ *           crc u32 (CRC-32C of the 28 bytes before it)
+ *   frame:  magic u32 | len u32 | seq u64 | offset u64 | flags u32 |
+ *           crc u32 (CRC-32C of salt, the 28 header bytes, payload) |
+ *           payload
+ * All integers little-endian. A frame is valid only at the offset it
+ * names, with the next sequence number, under its own segment's random
+ * salt: stale bytes of an earlier file, or a frame from another segment,
+ * fail even with a correct checksum.
+ */
+#ifndef FSAFE_SPOOL_INTERNAL_H
+#define FSAFE_SPOOL_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define FSAFE__SEG_HDR 32
+#define FSAFE__FRAME_HDR 32
+#define FSAFE__RECORD_LIMIT (256u << 20)
+#define FSAFE__SEG_NAME_LEN 24 /* 20 digits + ".seg" */
+
+struct fsafe__seg_hdr {
+	uint64_t first_seq, salt;
+	uint32_t max_record;
+};
+
+void fsafe__seg_hdr_encode(unsigned char out[FSAFE__SEG_HDR],
+                           const struct fsafe__seg_hdr *h);
+/* Fill in the 32-byte frame header for the payload. */
+void fsafe__frame_encode(unsigned char out[FSAFE__FRAME_HDR], uint64_t salt,
+                         uint64_t seq, uint64_t off, const void *payload,
+                         uint32_t len);
+/* Segment name of `seq` into buf (at least FSAFE__SEG_NAME_LEN + 1). */
+void fsafe__seg_name(char *buf, uint64_t seq);
+/* True with *seq for a segment name exactly of that form. */
+bool fsafe__seg_parse(const char *name, uint64_t *seq);
+
+/* Reads one segment front to back through a bounded window. */
+struct fsafe__scan {
+	int fd;
+	struct fsafe__seg_hdr hdr;
+	uint64_t pos;      /* offset of the next frame */
+	uint64_t next_seq; /* the sequence number it must carry */
+	const char *problem; /* why the last next() stopped, NULL: clean end */
+	unsigned char *buf;
+	size_t cap, len;
+	uint64_t off; /* file offset of buf[0] */
+};
+
+/* Start on `fd` (not owned); sc's buf and cap must be zero or a window
+   of an earlier scan (reused). Its name says `name_seq`. 0, 1 if the
+   header is invalid (problem set), or a negative errno. */
+int fsafe__scan_open(struct fsafe__scan *sc, int fd, uint64_t name_seq);
+/* 1: a valid record (data points into the window, valid until the next
+   call); 0: no valid record at pos (problem NULL at a clean end of file),
+   pos unchanged; negative errno. */
+int fsafe__scan_next(struct fsafe__scan *sc, const void **data, size_t *len,
+                     uint64_t *seq);
+/* Forget the window (the file may have grown since it was read). */
+void fsafe__scan_reset(struct fsafe__scan *sc);
+void fsafe__scan_free(struct fsafe__scan *sc);
+
+#endif

@@ -1,0 +1,449 @@
+/*
+ * Recovery from every kind of damage a crash, a disk or a person can leave:
+ * torn tails, zero-filled tails, stale frames of an earlier file at the
+ * right place with the right number, bit flips in a middle segment, a bad
+ * header, a missing old segment, a garbage or runaway cursor. Each case:
+ * open succeeds, only valid records come back, and opening again changes
+ * nothing more (idempotent).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "crc32c.h"
+#include "spool.h"
+#include "spoolutil.h"
+#include "testutil.h"
+
+struct fx {
+	char *dir;
+	int fd;
+	char sp[4096];
+};
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+
+	f->dir = tu_mkscratch();
+	f->fd = open(f->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	snprintf(f->sp, sizeof(f->sp), "%s/sp", f->dir);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+
+	close(f->fd);
+	tu_rmtree(f->dir);
+	free(f->dir);
+	free(f);
+	return 0;
+}
+
+static struct fsafe_spool_stat stat_of(fsafe_spool *s)
+{
+	struct fsafe_spool_stat st = FSAFE_SPOOL_STAT_INIT;
+
+	assert_int_equal(fsafe_spool_stat(s, &st), 0);
+	return st;
+}
+
+static char *seg_path(struct fx *f, uint64_t first)
+{
+	static char p[4200];
+	char name[FSAFE__SEG_NAME_LEN + 1];
+
+	fsafe__seg_name(name, first);
+	snprintf(p, sizeof(p), "%s/%s", f->sp, name);
+	return p;
+}
+
+/* Segment first numbers, ascending, from the spool directory. */
+static int segments(struct fx *f, uint64_t *out, int max)
+{
+	fsafe_spool *s = su_open(f->fd, "sp", 0, 0);
+	fsafe_spool_reader *rd;
+	const void *d;
+	size_t len;
+	uint64_t seq;
+	int n = 0;
+
+	/* The records' numbers where a file starts: read, stat each name. */
+	assert_int_equal(fsafe_spool_reader_open(s, 1, &rd), 0);
+	while (fsafe_spool_next(rd, &d, &len, &seq) == 1 && n < max)
+		if (access(seg_path(f, seq), F_OK) == 0)
+			out[n++] = seq;
+	fsafe_spool_reader_close(rd);
+	fsafe_spool_close(s);
+	return n;
+}
+
+static off_t file_size(const char *p)
+{
+	struct stat st;
+
+	assert_int_equal(stat(p, &st), 0);
+	return st.st_size;
+}
+
+static void append_raw(const char *p, const void *buf, size_t len)
+{
+	int fd = open(p, O_WRONLY | O_APPEND);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, buf, len), (ssize_t)len);
+	close(fd);
+}
+
+static void poke(const char *p, off_t off, unsigned char xor_mask)
+{
+	unsigned char c;
+	int fd = open(p, O_RDWR);
+
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, &c, 1, off), 1);
+	c ^= xor_mask;
+	assert_int_equal(pwrite(fd, &c, 1, off), 1);
+	close(fd);
+}
+
+/* Open, expect `n` records from 1..n (first may be later), check the
+   stats, and check a second open finds nothing left to repair. */
+static void expect_records(struct fx *f, uint64_t first, uint64_t last,
+                           uint64_t quarantined, bool truncated)
+{
+	uint64_t a, b;
+	fsafe_spool *s = su_open(f->fd, "sp", 0, 0);
+	struct fsafe_spool_stat st = stat_of(s);
+
+	uint64_t n = su_read_all(s, 1, &a, &b);
+	if (first) {
+		assert_int_equal(a, first);
+		assert_int_equal(b, last);
+	} else {
+		assert_int_equal(n, 0);
+	}
+	assert_int_equal(st.quarantined, quarantined);
+	assert_int_equal(st.truncated != 0, truncated);
+	fsafe_spool_close(s);
+	s = su_open(f->fd, "sp", 0, 0);
+	st = stat_of(s);
+	assert_int_equal(st.quarantined + st.truncated, 0);
+	su_read_all(s, 1, &a, &b);
+	if (first)
+		assert_true(a == first && b == last);
+	fsafe_spool_close(s);
+}
+
+static void fill(struct fx *f, uint64_t seg, uint64_t n)
+{
+	fsafe_spool *s = su_open(f->fd, "sp", seg, 300);
+
+	assert_int_equal(su_append(s, 1, n, 5), 0);
+	fsafe_spool_close(s);
+}
+
+static void test_torn_tail(void **state)
+{
+	struct fx *f = *state;
+	char *p;
+
+	fill(f, 0, 50);
+	p = seg_path(f, 1);
+	/* Cut the last record short by 3 bytes (it must hold some bytes). */
+	assert_int_equal(truncate(p, file_size(p) - 3 -
+	                              (off_t)su_record(50, (unsigned char[300]){ 0 }) / 2),
+	                 0);
+	expect_records(f, 1, 49, 0, true);
+	/* Appending continues at 50, in place of the torn one. */
+	fsafe_spool *s = su_open(f->fd, "sp", 0, 300);
+	assert_int_equal(su_append(s, 50, 10, 3), 0);
+	fsafe_spool_close(s);
+	expect_records(f, 1, 59, 0, false);
+}
+
+static void test_zero_and_garbage_tail(void **state)
+{
+	struct fx *f = *state;
+	static unsigned char zeros[8192], junk[5000];
+
+	fill(f, 0, 40);
+	append_raw(seg_path(f, 1), zeros, sizeof(zeros));
+	expect_records(f, 1, 40, 0, true);
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = (unsigned char)(i * 7 + 3);
+	append_raw(seg_path(f, 1), junk, sizeof(junk));
+	expect_records(f, 1, 40, 0, true);
+}
+
+/*
+ * Stale bytes of an earlier life of the file: frames with the very numbers
+ * and offsets the current file would have next, and correct checksums of
+ * their own. Only the segment's salt tells them apart.
+ */
+static void test_stale_frames_rejected(void **state)
+{
+	struct fx *f = *state;
+	size_t len;
+
+	fill(f, 0, 60);
+	char *old = tu_get(f->sp, "00000000000000000001.seg", &len);
+	tu_rmtree(f->sp);
+	fill(f, 0, 20);
+	char *p = seg_path(f, 1);
+	off_t cut = file_size(p);
+	/* Same record lengths (su_record), so offsets line up exactly. */
+	append_raw(p, old + cut, len - (size_t)cut);
+	assert_int_equal(file_size(p), (off_t)len);
+	expect_records(f, 1, 20, 0, true);
+	free(old);
+}
+
+/* A frame copied from another segment carries the wrong salt, number or
+   position, whichever it is. */
+static void test_foreign_frame_rejected(void **state)
+{
+	struct fx *f = *state;
+	uint64_t segs[64];
+	size_t alen, blen;
+
+	fill(f, 1024, 60);
+	int n = segments(f, segs, 64);
+	assert_true(n >= 3);
+	char name[FSAFE__SEG_NAME_LEN + 1];
+	fsafe__seg_name(name, segs[0]);
+	char *a = tu_get(f->sp, name, &alen);
+	fsafe__seg_name(name, segs[n - 1]);
+	char *b = tu_get(f->sp, name, &blen);
+	/* Whole frames of the first segment after the last one's header. */
+	append_raw(seg_path(f, segs[n - 1]), a + FSAFE__SEG_HDR,
+	           alen - FSAFE__SEG_HDR);
+	expect_records(f, 1, 60, 0, true);
+	free(a);
+	free(b);
+}
+
+static void test_middle_bit_flip_quarantined(void **state)
+{
+	struct fx *f = *state;
+	uint64_t segs[64], a, b;
+
+	fill(f, 1024, 80);
+	int n = segments(f, segs, 64);
+	assert_true(n >= 4);
+	/* Flip one bit in a payload of the second segment. */
+	poke(seg_path(f, segs[1]), FSAFE__SEG_HDR + FSAFE__FRAME_HDR + 40 % 5,
+	     0x10);
+	fsafe_spool *s = su_open(f->fd, "sp", 0, 0);
+	assert_int_equal(stat_of(s).quarantined, 1);
+	/* Reading continues with the next segment; nothing else is lost. */
+	fsafe_spool_reader *rd;
+	const void *d;
+	size_t len;
+	uint64_t seq, got = 0;
+	unsigned char want[300];
+	assert_int_equal(fsafe_spool_reader_open(s, 1, &rd), 0);
+	while (fsafe_spool_next(rd, &d, &len, &seq) == 1) {
+		assert_false(seq >= segs[1] && seq < segs[2]);
+		assert_int_equal(len, su_record(seq, want));
+		assert_memory_equal(d, want, len);
+		got++;
+	}
+	assert_int_equal(got, 80 - (segs[2] - segs[1]));
+	fsafe_spool_reader_close(rd);
+	fsafe_spool_close(s);
+	char q[4300], name[FSAFE__SEG_NAME_LEN + 1];
+	fsafe__seg_name(name, segs[1]);
+	snprintf(q, sizeof(q), "%s/quarantine/%s", f->sp, name);
+	assert_int_equal(access(q, F_OK), 0);
+	assert_int_equal(access(seg_path(f, segs[1]), F_OK), -1);
+	/* Idempotent; appends go on after the last record. */
+	s = su_open(f->fd, "sp", 1024, 300);
+	assert_int_equal(stat_of(s).quarantined, 0);
+	assert_int_equal(su_append(s, 81, 5, 5), 0);
+	su_read_all(s, segs[2], &a, &b);
+	assert_true(a == segs[2] && b == 85);
+	fsafe_spool_close(s);
+}
+
+/* A middle segment cut short (a disk lost its tail) is corrupt too. */
+static void test_middle_truncated_quarantined(void **state)
+{
+	struct fx *f = *state;
+	uint64_t segs[64];
+
+	fill(f, 1024, 80);
+	int n = segments(f, segs, 64);
+	assert_true(n >= 3);
+	assert_int_equal(truncate(seg_path(f, segs[0]), 100), 0);
+	expect_records(f, segs[1], 80, 1, false);
+}
+
+static void test_bad_last_header(void **state)
+{
+	struct fx *f = *state;
+	uint64_t segs[64];
+
+	fill(f, 1024, 80);
+	int n = segments(f, segs, 64);
+	poke(seg_path(f, segs[n - 1]), 3, 0xff);
+	expect_records(f, 1, segs[n - 1] - 1, 1, false);
+	/* Numbers continue after the last record kept. */
+	fsafe_spool *s = su_open(f->fd, "sp", 1024, 300);
+	assert_int_equal(stat_of(s).next_seq, segs[n - 1]);
+	assert_int_equal(su_append(s, segs[n - 1], 30, 4), 0);
+	fsafe_spool_close(s);
+	expect_records(f, 1, segs[n - 1] + 29, 0, false);
+}
+
+static void test_empty_and_junk_segment_files(void **state)
+{
+	struct fx *f = *state;
+
+	fill(f, 0, 10);
+	tu_put(f->sp, "00000000000000000005.seg", "", 0); /* overlaps */
+	tu_put(f->sp, "00000000000000000011.seg", "junk", 4);
+	tu_put(f->sp, "0000000000000000011.seg", "not ours", 8);
+	expect_records(f, 1, 10, 2, false);
+	/* The file named like no segment is left alone. */
+	assert_int_equal(access(f->sp, F_OK), 0);
+	char p[4200];
+	snprintf(p, sizeof(p), "%s/0000000000000000011.seg", f->sp);
+	assert_int_equal(access(p, F_OK), 0);
+}
+
+static void test_missing_old_segment(void **state)
+{
+	struct fx *f = *state;
+	uint64_t segs[64];
+
+	fill(f, 1024, 80);
+	int n = segments(f, segs, 64);
+	assert_true(n >= 3);
+	assert_int_equal(unlink(seg_path(f, segs[0])), 0);
+	expect_records(f, segs[1], 80, 0, false);
+}
+
+static void put_cursor(struct fx *f, uint64_t v, bool good)
+{
+	unsigned char b[20];
+
+	memcpy(b, "FSPCUR1", 8);
+	for (int i = 0; i < 8; i++)
+		b[8 + i] = (unsigned char)(v >> (8 * i));
+	uint32_t c = fsafe__crc32c(0, b, 16) ^ (good ? 0 : 1);
+	for (int i = 0; i < 4; i++)
+		b[16 + i] = (unsigned char)(c >> (8 * i));
+	tu_put(f->sp, "cursor", b, sizeof(b));
+}
+
+static void test_cursor_ahead_clamped(void **state)
+{
+	struct fx *f = *state;
+	uint64_t a, b;
+
+	fill(f, 0, 30);
+	put_cursor(f, 1000000, true);
+	fsafe_spool *s = su_open(f->fd, "sp", 0, 300);
+	struct fsafe_spool_stat st = stat_of(s);
+	assert_int_equal(st.cursor, 31);
+	assert_int_equal(st.next_seq, 31);
+	assert_int_equal(su_read_all(s, FSAFE_SPOOL_FROM_CURSOR, &a, &b), 0);
+	assert_int_equal(su_append(s, 31, 3, 3), 0);
+	assert_int_equal(su_read_all(s, FSAFE_SPOOL_FROM_CURSOR, &a, &b), 3);
+	fsafe_spool_close(s);
+}
+
+static void test_cursor_garbage_redelivers(void **state)
+{
+	struct fx *f = *state;
+	uint64_t a, b;
+
+	fill(f, 0, 30);
+	put_cursor(f, 20, false);
+	fsafe_spool *s = su_open(f->fd, "sp", 0, 300);
+	assert_int_equal(stat_of(s).cursor, 1);
+	assert_int_equal(su_read_all(s, FSAFE_SPOOL_FROM_CURSOR, &a, &b), 30);
+	fsafe_spool_close(s);
+	tu_put(f->sp, "cursor", "x", 1);
+	s = su_open(f->fd, "sp", 0, 300);
+	assert_int_equal(stat_of(s).cursor, 1);
+	fsafe_spool_close(s);
+	put_cursor(f, 20, true);
+	s = su_open(f->fd, "sp", 0, 300);
+	assert_int_equal(su_read_all(s, FSAFE_SPOOL_FROM_CURSOR, &a, &b), 11);
+	fsafe_spool_close(s);
+}
+
+struct report {
+	int n, bad;
+	uint64_t records;
+};
+
+static void on_segment(const struct fsafe_spool_segment *g, void *arg)
+{
+	struct report *r = arg;
+
+	r->n++;
+	r->bad += g->problem != NULL;
+	r->records += g->records;
+	assert_true(g->valid_bytes <= g->file_bytes);
+	assert_true(!g->records || g->last_seq == g->first_seq + g->records - 1);
+}
+
+/* check reports damage and repairs nothing. */
+static void test_check_reports_without_repair(void **state)
+{
+	struct fx *f = *state;
+	uint64_t segs[64];
+	struct report r = { 0 };
+
+	fill(f, 1024, 80);
+	int n = segments(f, segs, 64);
+	assert_int_equal(fsafe_spool_check(f->fd, "sp", on_segment, &r), 0);
+	assert_int_equal(r.n, n);
+	assert_int_equal(r.records, 80);
+	poke(seg_path(f, segs[1]), FSAFE__SEG_HDR + 2, 0x01);
+	off_t before = file_size(seg_path(f, segs[n - 1]));
+	append_raw(seg_path(f, segs[n - 1]), "torn", 4);
+	r = (struct report){ 0 };
+	assert_int_equal(fsafe_spool_check(f->fd, "sp", on_segment, &r), 2);
+	assert_int_equal(r.bad, 2);
+	assert_int_equal(file_size(seg_path(f, segs[n - 1])), before + 4);
+	assert_int_equal(fsafe_spool_check(f->fd, "nope", NULL, NULL),
+	                 -ENOENT);
+}
+
+int main(void)
+{
+#define T(t) cmocka_unit_test_setup_teardown(t, setup, teardown)
+	const struct CMUnitTest tests[] = {
+		T(test_torn_tail),
+		T(test_zero_and_garbage_tail),
+		T(test_stale_frames_rejected),
+		T(test_foreign_frame_rejected),
+		T(test_middle_bit_flip_quarantined),
+		T(test_middle_truncated_quarantined),
+		T(test_bad_last_header),
+		T(test_empty_and_junk_segment_files),
+		T(test_missing_old_segment),
+		T(test_cursor_ahead_clamped),
+		T(test_cursor_garbage_redelivers),
+		T(test_check_reports_without_repair),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
