@@ -233,5 +233,6 @@ FSAFE_API void fsafe_sweep_result_free(fsafe_sweep_result *r);
 #include "fsafe/root.h"
 #include "fsafe/spool.h"
 #include "fsafe/inbox.h"
+#include "fsafe/store.h"
 
 #endif /* FSAFE_H */

@@ -1,0 +1,248 @@
+/*
+ * fsafe/store.h: a keyed state store, one directory of records that no
+ * leftover file can wedge.
+ *
+ * Each key is one file in the store's directory, published through the
+ * atomic writer, so after any crash a key holds its old record or its new
+ * one. Every change (put, conditional put, delete, update) is made under
+ * the store's lock (fsafe/lock.h, named ".lock" in the directory), so
+ * versions count up without gaps or repeats and concurrent updaters in
+ * different processes never lose an update. Reads take no lock.
+ *
+ * Keys are byte strings of 1 to FSAFE_STORE_KEY_MAX bytes (any bytes,
+ * NUL included). A key's file name is "k-" followed by the key in
+ * lowercase hexadecimal: reversible, free of '/', never starting with '.',
+ * the same on case-insensitive filesystems, sorted as the keys are, and
+ * never an atomic-write staging name or a lock file.
+ *
+ * A record is a header (magic, format version, the record's version,
+ * payload length, CRC-32C of the payload, the key, CRC-32C of the header)
+ * and the payload. A record that fails validation (truncated or rewritten
+ * by a tool outside fsafe, a copy under another key's name) makes that key
+ * alone return -EBADMSG; a listing reports it and goes on.
+ *
+ * Anything else in the directory is ignored: atomic-write staging files
+ * (fsafe_is_staging_name), the lock and the lock's private files,
+ * subdirectories, symbolic links, unknown names. Opening the store sweeps
+ * staging files abandoned more than an hour ago (configurable); the sweep
+ * never takes a stage a live writer holds.
+ *
+ * A handle may be used by one thread at a time. Locks belong to processes:
+ * do not use a handle in a child after fork() while the parent uses it.
+ */
+#ifndef FSAFE_STORE_H
+#define FSAFE_STORE_H
+
+#include "fsafe.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct fsafe_store fsafe_store;
+
+/* Longest key, in bytes: "k-" + 2 hex digits a byte fits NAME_MAX (255). */
+#define FSAFE_STORE_KEY_MAX 126
+
+/* Default age beyond which opening sweeps a staging file: one hour. */
+#define FSAFE_STORE_SWEEP_MS (60ull * 60 * 1000)
+
+enum {
+	/* Create the store's directory (its last path component) if it is
+	   missing; the creation is made durable. */
+	FSAFE_STORE_CREATE = 1u << 0,
+	/* Do not sweep abandoned staging files when opening. */
+	FSAFE_STORE_NO_SWEEP = 1u << 1,
+	/* Use a kernel-mode lock (fsafe/lock.h): instant release when a
+	   holder dies, local filesystems only. Every user of one store must
+	   choose the same mode. */
+	FSAFE_STORE_LOCK_KERNEL = 1u << 2,
+};
+
+struct fsafe_store_opts {
+	size_t size;          /* sizeof(struct fsafe_store_opts), or 0 */
+	unsigned flags;       /* FSAFE_STORE_* above */
+	/* Flags for every record write: FSAFE_NO_SYNC (records survive
+	   process crashes but not power cuts; deletions are not synced
+	   either) and FSAFE_NO_TMPFILE are meaningful; others are refused
+	   with -EINVAL. */
+	unsigned write_flags;
+	mode_t mode;          /* of new records and of a created directory
+	                         (plus search bits); 0 means 0666 / 0777 */
+	/* Sweep staging files older than this when opening; 0 means
+	   FSAFE_STORE_SWEEP_MS. (1 sweeps every abandoned one.) */
+	uint64_t sweep_older_than_ms;
+	/* Give up waiting for the store's lock after this long with
+	   -ETIMEDOUT; 0 waits without limit. */
+	uint64_t lock_timeout_ms;
+};
+
+#define FSAFE_STORE_OPTS_INIT { .size = sizeof(struct fsafe_store_opts) }
+
+/*
+ * Open the store in directory `path` relative to `dirfd` (the handle holds
+ * the directory open; everything later is relative to it). `opts` may be
+ * NULL. Returns 0 and a handle; -ENOENT (no directory, and no
+ * FSAFE_STORE_CREATE); -ENOTDIR; -EINVAL for bad options; or another
+ * negative errno. A failing sweep does not fail the open.
+ */
+FSAFE_API int fsafe_store_open(int dirfd, const char *path,
+                               const struct fsafe_store_opts *opts,
+                               fsafe_store **out);
+
+/* Staging files the open swept. */
+FSAFE_API unsigned fsafe_store_swept(const fsafe_store *s);
+
+/* Close the handle. NULL is a no-op. */
+FSAFE_API void fsafe_store_close(fsafe_store *s);
+
+/*
+ * Key errors, for every function taking one: -EINVAL for a NULL or empty
+ * key, -ENAMETOOLONG for one longer than FSAFE_STORE_KEY_MAX.
+ *
+ * Write results are those of fsafe_write_fileat(): 0 (durable, unless
+ * FSAFE_NO_SYNC); FSAFE_ENOTDURABLE (visible, durability unknown); any
+ * other negative errno: nothing changed.
+ */
+
+/*
+ * Store `len` bytes of `buf` under `key`. The new record's version is the
+ * old one's plus one (1 for a new key, or when the old record was
+ * invalid); `*version` (may be NULL) receives it.
+ */
+FSAFE_API int fsafe_store_put(fsafe_store *s, const void *key, size_t keylen,
+                              const void *buf, size_t len,
+                              uint64_t *version);
+
+/*
+ * Compare and swap: as fsafe_store_put(), but only if the key's current
+ * version is `expected` (0: the key must not exist). Otherwise -ESTALE and
+ * nothing changes (also when the current record is invalid).
+ */
+FSAFE_API int fsafe_store_put_if(fsafe_store *s, const void *key,
+                                 size_t keylen, const void *buf, size_t len,
+                                 uint64_t expected, uint64_t *version);
+
+/*
+ * Read a record: a malloc'd copy of the payload in *buf (release with
+ * free(); non-NULL even for an empty payload) and its length; its version
+ * in *version (may be NULL). -ENOENT when the key has no record;
+ * -EBADMSG when its record fails validation (or its name is not a
+ * regular file).
+ */
+FSAFE_API int fsafe_store_get(fsafe_store *s, const void *key, size_t keylen,
+                              void **buf, size_t *len, uint64_t *version);
+
+/*
+ * Read a record into the caller's buffer of `cap` bytes. *len receives
+ * the payload's length; -EMSGSIZE (buffer untouched) when it exceeds cap.
+ * Otherwise as fsafe_store_get().
+ */
+FSAFE_API int fsafe_store_get_into(fsafe_store *s, const void *key,
+                                   size_t keylen, void *buf, size_t cap,
+                                   size_t *len, uint64_t *version);
+
+/*
+ * Remove a key's record (valid or not) durably. -ENOENT when there is
+ * none; FSAFE_ENOTDURABLE when it is gone but the directory sync failed.
+ */
+FSAFE_API int fsafe_store_delete(fsafe_store *s, const void *key,
+                                 size_t keylen);
+
+/* What an update callback wants done. */
+enum {
+	FSAFE_STORE_WRITE = 0,  /* store *new_buf / *new_len */
+	FSAFE_STORE_KEEP = 1,   /* change nothing */
+	FSAFE_STORE_REMOVE = 2, /* delete the key */
+};
+
+/*
+ * Called under the store's lock with the current payload (`old` NULL and
+ * `old_len` 0 when the key has no record). Returns one of the values
+ * above, setting *new_buf / *new_len for FSAFE_STORE_WRITE (the buffer
+ * stays the callback's; it must live until fsafe_store_update returns),
+ * or a negative errno to abort with that result and no change.
+ */
+typedef int (*fsafe_store_update_fn)(void *arg, const void *old,
+                                     size_t old_len, const void **new_buf,
+                                     size_t *new_len);
+
+/*
+ * Read-modify-write of one key under the store's lock: no other change of
+ * the store interleaves. Returns the write's (or delete's) result, 0 for
+ * FSAFE_STORE_KEEP, the callback's negative result, or -EBADMSG (callback
+ * not called) when the current record is invalid; delete or put it
+ * first. `*version` (may be NULL) receives the resulting version (0 when
+ * the key has no record afterwards).
+ */
+FSAFE_API int fsafe_store_update(fsafe_store *s, const void *key,
+                                 size_t keylen, fsafe_store_update_fn fn,
+                                 void *arg, uint64_t *version);
+
+/* ---- listing ----------------------------------------------------------- */
+
+/* Why a listing passed over a directory entry (the reporter's `why`). */
+enum fsafe_store_skip {
+	FSAFE_STORE_SKIP_BAD_RECORD = 1, /* a key's record failed validation
+	                                    (key given; err is the reason) */
+	FSAFE_STORE_SKIP_UNKNOWN = 2,    /* a name that is no key's */
+	FSAFE_STORE_SKIP_DIR = 3,        /* a subdirectory */
+	FSAFE_STORE_SKIP_SYMLINK = 4,    /* a symbolic link */
+	FSAFE_STORE_SKIP_OTHER = 5,      /* a device, FIFO or socket */
+};
+
+enum {
+	/* List the keys the names say, without reading the records: fast,
+	   but an invalid record is listed, with version and length 0. */
+	FSAFE_STORE_LIST_NAMES_ONLY = 1u << 0,
+};
+
+struct fsafe_store_list_opts {
+	size_t size;     /* sizeof(struct fsafe_store_list_opts), or 0 */
+	unsigned flags;  /* FSAFE_STORE_LIST_* */
+	/* Optional: told about each entry that is not listed, except
+	   staging files and the lock's own files, which are expected. `key`
+	   is NULL unless a record's. Called during fsafe_store_list(). */
+	void (*skipped)(void *arg, enum fsafe_store_skip why,
+	                const char *name, const void *key, size_t keylen,
+	                int err);
+	void *arg;
+};
+
+#define FSAFE_STORE_LIST_OPTS_INIT \
+	{ .size = sizeof(struct fsafe_store_list_opts) }
+
+typedef struct fsafe_store_iter fsafe_store_iter;
+
+/* One listed record; valid until the next call on the iterator. */
+struct fsafe_store_entry {
+	const void *key;
+	size_t keylen;
+	uint64_t version;
+	uint64_t len;   /* payload length */
+};
+
+/*
+ * Snapshot the store's keys, sorted by key bytes (memcmp order, a prefix
+ * first). Only valid records are listed (see FSAFE_STORE_LIST_NAMES_ONLY);
+ * nothing found in the directory fails the listing. `opts` may be NULL.
+ */
+FSAFE_API int fsafe_store_list(fsafe_store *s,
+                               const struct fsafe_store_list_opts *opts,
+                               fsafe_store_iter **out);
+
+/* 1 and the next entry, 0 at the end. */
+FSAFE_API int fsafe_store_iter_next(fsafe_store_iter *it,
+                                    struct fsafe_store_entry *e);
+
+/* Entries in the snapshot. */
+FSAFE_API size_t fsafe_store_iter_count(const fsafe_store_iter *it);
+
+/* NULL is a no-op. */
+FSAFE_API void fsafe_store_iter_free(fsafe_store_iter *it);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FSAFE_STORE_H */

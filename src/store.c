@@ -1,0 +1,837 @@
+/*
+ * The keyed state store (include/fsafe/store.h): one record file a key,
+ * published only through the writer, changed only under the store's lock,
+ * read without it (the writer's rename makes every read see a whole
+ * record). Every system call goes through the table (sys.h).
+ */
+#define _GNU_SOURCE
+#include "fsafe/store.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fsafe/lock.h"
+#include "sys.h"
+
+#define LOCK_NAME ".lock"
+/* The lock module's private files are .lock-<uuid>.tmp / .broken. */
+#define LOCK_PRIV_PREFIX ".lock-"
+#define KEY_PREFIX "k-"
+#define KEY_PREFIX_LEN 2
+#define NAME_CAP (KEY_PREFIX_LEN + 2 * FSAFE_STORE_KEY_MAX + 1)
+_Static_assert(NAME_CAP - 1 <= 255, "a key's name fits NAME_MAX");
+
+/* ---- record format ------------------------------------------------------ */
+
+/*
+ * Little-endian header, then the key, then the payload:
+ *   0 magic "fSR1"   4 format (u16) 1   6 header length (u16) 36
+ *   8 version (u64)  16 payload length (u64)  24 payload CRC-32C (u32)
+ *  28 key length (u32)  32 CRC-32C of bytes 0..31 and the key (u32)
+ * The key inside the record catches a record copied under another name.
+ */
+#define REC_MAGIC 0x31525366u
+#define REC_FORMAT 1
+#define REC_HDR 36
+
+struct rec {
+	uint64_t version, len;
+	uint32_t crc;
+};
+
+struct fsafe_store {
+	int dirfd;
+	unsigned flags, write_flags;
+	mode_t mode;
+	uint64_t lock_timeout_ms;
+	unsigned swept;
+};
+
+/* CRC-32C (Castagnoli), bitwise: records are small, and a table would be
+   either mutable global state or a page of constants. */
+static uint32_t crc32c(uint32_t crc, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+
+	crc = ~crc;
+	while (n--) {
+		crc ^= *b++;
+		for (int k = 0; k < 8; k++)
+			crc = (crc >> 1) ^ (0x82f63b78u & (0u - (crc & 1)));
+	}
+	return ~crc;
+}
+
+static void put_le(uint8_t *p, uint64_t v, int n)
+{
+	for (int i = 0; i < n; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_le(const uint8_t *p, int n)
+{
+	uint64_t v = 0;
+
+	for (int i = n - 1; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static size_t rec_header(uint8_t *h, const void *key, size_t klen,
+                         uint64_t version, const void *buf, size_t len)
+{
+	put_le(h, REC_MAGIC, 4);
+	put_le(h + 4, REC_FORMAT, 2);
+	put_le(h + 6, REC_HDR, 2);
+	put_le(h + 8, version, 8);
+	put_le(h + 16, len, 8);
+	put_le(h + 24, crc32c(0, buf, len), 4);
+	put_le(h + 28, klen, 4);
+	memcpy(h + REC_HDR, key, klen);
+	put_le(h + 32, crc32c(crc32c(0, h, 32), key, klen), 4);
+	return REC_HDR + klen;
+}
+
+/* ---- keys and names ------------------------------------------------------ */
+
+static int key_check(const void *key, size_t klen)
+{
+	if (!key || klen == 0)
+		return -EINVAL;
+	return klen > FSAFE_STORE_KEY_MAX ? -ENAMETOOLONG : 0;
+}
+
+/* "k-" + lowercase hex: case-safe, no '/', no leading '.', and ordered as
+   the key bytes are. */
+static int key_name(const void *key, size_t klen, char name[NAME_CAP])
+{
+	static const char hex[] = "0123456789abcdef";
+	const uint8_t *k = key;
+	int r = key_check(key, klen);
+
+	if (r < 0)
+		return r;
+	memcpy(name, KEY_PREFIX, KEY_PREFIX_LEN);
+	for (size_t i = 0; i < klen; i++) {
+		name[KEY_PREFIX_LEN + 2 * i] = hex[k[i] >> 4];
+		name[KEY_PREFIX_LEN + 2 * i + 1] = hex[k[i] & 15];
+	}
+	name[KEY_PREFIX_LEN + 2 * klen] = '\0';
+	return 0;
+}
+
+static int hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* The key a name encodes; false for any name key_name() cannot produce. */
+static bool name_key(const char *name, uint8_t key[FSAFE_STORE_KEY_MAX],
+                     size_t *klen)
+{
+	size_t n = strlen(name);
+
+	if (strncmp(name, KEY_PREFIX, KEY_PREFIX_LEN) != 0 || n % 2 ||
+	    n == KEY_PREFIX_LEN || n > NAME_CAP - 1)
+		return false;
+	*klen = (n - KEY_PREFIX_LEN) / 2;
+	for (size_t i = 0; i < *klen; i++) {
+		int hi = hex_digit(name[KEY_PREFIX_LEN + 2 * i]);
+		int lo = hex_digit(name[KEY_PREFIX_LEN + 2 * i + 1]);
+		if (hi < 0 || lo < 0)
+			return false;
+		key[i] = (uint8_t)(hi << 4 | lo);
+	}
+	return true;
+}
+
+/* The lock and its private files: expected, never reported. */
+static bool lock_own(const char *name)
+{
+	return strcmp(name, LOCK_NAME) == 0 ||
+	       strncmp(name, LOCK_PRIV_PREFIX, strlen(LOCK_PRIV_PREFIX)) == 0;
+}
+
+/* ---- reading a record ---------------------------------------------------- */
+
+/* Exactly n bytes, or -EBADMSG at an early end of file. */
+static int read_full(int fd, void *buf, size_t n)
+{
+	char *p = buf;
+
+	while (n > 0) {
+		ssize_t r = fsafe__read(fd, p, n);
+		if (r < 0)
+			return (int)r;
+		if (r == 0)
+			return -EBADMSG;
+		p += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+/* Open a record without following a link or blocking on a FIFO; a name
+   that is not a regular file is not a valid record. */
+static int rec_open(int dirfd, const char *name, struct stat *st)
+{
+	int fd = fsafe__openat(dirfd, name,
+	                       O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0);
+	int r;
+
+	if (fd == -ELOOP)
+		return -EBADMSG;
+	if (fd < 0)
+		return fd;
+	if ((r = fsafe__fstat(fd, st)) < 0 || !S_ISREG(st->st_mode)) {
+		fsafe__close(fd);
+		return r < 0 ? r : -EBADMSG;
+	}
+	return fd;
+}
+
+/* Read and check the header (and the key in it) against the file size. */
+static int rec_read_header(int fd, const struct stat *st, const void *key,
+                           size_t klen, struct rec *rec)
+{
+	uint8_t h[REC_HDR + FSAFE_STORE_KEY_MAX];
+	int r = read_full(fd, h, REC_HDR + klen);
+
+	if (r < 0)
+		return r;
+	if (get_le(h, 4) != REC_MAGIC || get_le(h + 4, 2) != REC_FORMAT ||
+	    get_le(h + 6, 2) != REC_HDR || get_le(h + 28, 4) != klen ||
+	    memcmp(h + REC_HDR, key, klen) != 0 ||
+	    get_le(h + 32, 4) != crc32c(crc32c(0, h, 32), key, klen))
+		return -EBADMSG;
+	rec->version = get_le(h + 8, 8);
+	rec->len = get_le(h + 16, 8);
+	rec->crc = (uint32_t)get_le(h + 24, 4);
+	if (rec->len > (uint64_t)st->st_size ||
+	    (uint64_t)st->st_size != REC_HDR + klen + rec->len)
+		return -EBADMSG;
+	return 0;
+}
+
+/* Read the payload into dst (NULL: only check it) and verify its CRC. */
+static int rec_read_payload(int fd, const struct rec *rec, void *dst)
+{
+	char chunk[16384];
+	uint64_t left = rec->len;
+	uint32_t crc = 0;
+	char *p = dst;
+
+	while (left > 0) {
+		size_t n = left < sizeof(chunk) ? (size_t)left : sizeof(chunk);
+		char *at = p ? p : chunk;
+		int r = read_full(fd, at, n);
+		if (r < 0)
+			return r;
+		crc = crc32c(crc, at, n);
+		left -= n;
+		if (p)
+			p += n;
+	}
+	return crc == rec->crc ? 0 : -EBADMSG;
+}
+
+/*
+ * Read key's record. mode: 0 header only, 1 verify the payload, 2 also
+ * return it (malloc'd in *out, or into cap bytes of dst).
+ */
+struct rec_read {
+	int mode;
+	void *dst;
+	size_t cap;
+	void *out;
+};
+
+static int rec_body(int fd, struct rec *rec, struct rec_read *rr)
+{
+	if (rr->mode == 0)
+		return 0;
+	if (rr->mode == 1)
+		return rec_read_payload(fd, rec, NULL);
+	if (rr->dst) {
+		if (rec->len > rr->cap)
+			return -EMSGSIZE;
+		return rec_read_payload(fd, rec, rr->dst);
+	}
+	if (rec->len > SIZE_MAX - 1)
+		return -ENOMEM;
+	rr->out = malloc(rec->len ? (size_t)rec->len : 1);
+	if (!rr->out)
+		return -ENOMEM;
+	int r = rec_read_payload(fd, rec, rr->out);
+	if (r < 0) {
+		free(rr->out);
+		rr->out = NULL;
+	}
+	return r;
+}
+
+static int rec_read(int dirfd, const char *name, const void *key,
+                    size_t klen, struct rec *rec, struct rec_read *rr)
+{
+	struct stat st;
+	int fd = rec_open(dirfd, name, &st);
+	int r;
+
+	if (fd < 0)
+		return fd;
+	r = rec_read_header(fd, &st, key, klen, rec);
+	if (r == 0)
+		r = rec_body(fd, rec, rr);
+	fsafe__close(fd);
+	return r;
+}
+
+/* ---- changing records (under the lock) ----------------------------------- */
+
+static int store_lock(const fsafe_store *s, fsafe_lock **l)
+{
+	struct fsafe_lock_opts o = FSAFE_LOCK_OPTS_INIT;
+
+	o.flags = s->flags & FSAFE_STORE_LOCK_KERNEL ? FSAFE_LOCK_KERNEL : 0;
+	o.timeout_ms = s->lock_timeout_ms;
+	return fsafe_lock_acquire(s->dirfd, LOCK_NAME, &o, l);
+}
+
+/* Release; the change's result stands whatever the release says (a lost
+   lock cannot undo a published record). */
+static int store_unlock(fsafe_lock *l, int r)
+{
+	fsafe_lock_release(l);
+	return r;
+}
+
+/* Publish header + key + payload through the writer. A symbolic link at
+   the name is replaced, never followed out of the store. */
+static int rec_write(const fsafe_store *s, const char *name, const void *key,
+                     size_t klen, uint64_t version, const void *buf,
+                     size_t len)
+{
+	struct fsafe_write_opts o = FSAFE_WRITE_OPTS_INIT;
+	uint8_t h[REC_HDR + FSAFE_STORE_KEY_MAX];
+	size_t hl = rec_header(h, key, klen, version, buf, len);
+	fsafe_writer *w;
+	int r;
+
+	o.flags = s->write_flags | FSAFE_NO_FOLLOW;
+	o.mode = s->mode;
+	if ((r = fsafe_writer_open(s->dirfd, name, &o, &w)) < 0)
+		return r;
+	if ((r = fsafe_writer_write(w, h, hl)) < 0 ||
+	    (r = fsafe_writer_write(w, buf, len)) < 0) {
+		fsafe_writer_abort(w);
+		return r;
+	}
+	return fsafe_writer_commit(w);
+}
+
+static int rec_unlink(const fsafe_store *s, const char *name)
+{
+	int r = fsafe__unlinkat(s->dirfd, name, 0);
+
+	if (r < 0)
+		return r;
+	if (s->write_flags & FSAFE_NO_SYNC)
+		return 0;
+	return fsafe__fsync(s->dirfd) < 0 ? FSAFE_ENOTDURABLE : 0;
+}
+
+/* The next version after the current record's (header-checked only: a
+   plain put overwrites whatever is there, even an invalid record). An
+   error reading it fails the put: restarting at 1 could let a stale
+   compare-and-swap through. */
+static int next_version(const fsafe_store *s, const char *name,
+                        const void *key, size_t klen, uint64_t *v)
+{
+	struct rec_read rr = { .mode = 0 };
+	struct rec rec;
+	int r = rec_read(s->dirfd, name, key, klen, &rec, &rr);
+
+	*v = r == 0 && rec.version + 1 ? rec.version + 1 : 1;
+	return r == 0 || r == -ENOENT || r == -EBADMSG ? 0 : r;
+}
+
+static void set_version(uint64_t *out, uint64_t v)
+{
+	if (out)
+		*out = v;
+}
+
+int fsafe_store_put(fsafe_store *s, const void *key, size_t klen,
+                    const void *buf, size_t len, uint64_t *version)
+{
+	char name[NAME_CAP];
+	fsafe_lock *l;
+	int r;
+
+	if ((r = key_name(key, klen, name)) < 0)
+		return r;
+	if (!s || (!buf && len))
+		return -EINVAL;
+	if ((r = store_lock(s, &l)) < 0)
+		return r;
+	uint64_t v;
+	if ((r = next_version(s, name, key, klen, &v)) < 0)
+		return store_unlock(l, r);
+	r = rec_write(s, name, key, klen, v, buf ? buf : "", len);
+	if (r == 0 || r == FSAFE_ENOTDURABLE)
+		set_version(version, v);
+	return store_unlock(l, r);
+}
+
+/* The current record's version, fully verified; 0 when there is none. */
+static int current_version(const fsafe_store *s, const char *name,
+                           const void *key, size_t klen, uint64_t *v)
+{
+	struct rec_read rr = { .mode = 1 };
+	struct rec rec;
+	int r = rec_read(s->dirfd, name, key, klen, &rec, &rr);
+
+	*v = r == 0 ? rec.version : 0;
+	return r == -ENOENT ? 0 : r;
+}
+
+int fsafe_store_put_if(fsafe_store *s, const void *key, size_t klen,
+                       const void *buf, size_t len, uint64_t expected,
+                       uint64_t *version)
+{
+	char name[NAME_CAP];
+	fsafe_lock *l;
+	uint64_t cur;
+	int r;
+
+	if ((r = key_name(key, klen, name)) < 0)
+		return r;
+	if (!s || (!buf && len))
+		return -EINVAL;
+	if ((r = store_lock(s, &l)) < 0)
+		return r;
+	r = current_version(s, name, key, klen, &cur);
+	if (r == -EBADMSG || (r == 0 && cur != expected))
+		return store_unlock(l, -ESTALE);
+	if (r < 0)
+		return store_unlock(l, r);
+	r = rec_write(s, name, key, klen, cur + 1, buf ? buf : "", len);
+	if (r == 0 || r == FSAFE_ENOTDURABLE)
+		set_version(version, cur + 1);
+	return store_unlock(l, r);
+}
+
+int fsafe_store_delete(fsafe_store *s, const void *key, size_t klen)
+{
+	char name[NAME_CAP];
+	fsafe_lock *l;
+	int r;
+
+	if ((r = key_name(key, klen, name)) < 0)
+		return r;
+	if (!s)
+		return -EINVAL;
+	if ((r = store_lock(s, &l)) < 0)
+		return r;
+	return store_unlock(l, rec_unlink(s, name));
+}
+
+/* Under the lock: the callback's verdict carried out. */
+static int update_locked(fsafe_store *s, const char *name, const void *key,
+                         size_t klen, fsafe_store_update_fn fn, void *arg,
+                         uint64_t *version)
+{
+	struct rec_read rr = { .mode = 2 };
+	struct rec rec = { 0 };
+	const void *nb = NULL;
+	size_t nl = 0;
+	int r = rec_read(s->dirfd, name, key, klen, &rec, &rr);
+
+	if (r < 0 && r != -ENOENT)
+		return r;
+	bool exists = r == 0;
+	set_version(version, exists ? rec.version : 0);
+	r = fn(arg, exists ? rr.out : NULL, exists ? (size_t)rec.len : 0, &nb,
+	       &nl);
+	free(rr.out);
+	if (r < 0 || r == FSAFE_STORE_KEEP)
+		return r < 0 ? r : 0;
+	if (r == FSAFE_STORE_REMOVE) {
+		r = exists ? rec_unlink(s, name) : 0;
+		if (r == 0 || r == FSAFE_ENOTDURABLE)
+			set_version(version, 0);
+		return r;
+	}
+	if (r != FSAFE_STORE_WRITE || (!nb && nl))
+		return -EINVAL;
+	uint64_t v = exists && rec.version + 1 ? rec.version + 1 : 1;
+	r = rec_write(s, name, key, klen, v, nb ? nb : "", nl);
+	if (r == 0 || r == FSAFE_ENOTDURABLE)
+		set_version(version, v);
+	return r;
+}
+
+int fsafe_store_update(fsafe_store *s, const void *key, size_t klen,
+                       fsafe_store_update_fn fn, void *arg, uint64_t *version)
+{
+	char name[NAME_CAP];
+	fsafe_lock *l;
+	int r;
+
+	if ((r = key_name(key, klen, name)) < 0)
+		return r;
+	if (!s || !fn)
+		return -EINVAL;
+	if ((r = store_lock(s, &l)) < 0)
+		return r;
+	return store_unlock(l, update_locked(s, name, key, klen, fn, arg,
+	                                     version));
+}
+
+/* ---- reading ------------------------------------------------------------- */
+
+static int get_common(fsafe_store *s, const void *key, size_t klen,
+                      struct rec_read *rr, size_t *len, uint64_t *version)
+{
+	char name[NAME_CAP];
+	struct rec rec;
+	int r;
+
+	if ((r = key_name(key, klen, name)) < 0)
+		return r;
+	if (!s || !len)
+		return -EINVAL;
+	r = rec_read(s->dirfd, name, key, klen, &rec, rr);
+	if (r == 0 || r == -EMSGSIZE)
+		*len = (size_t)rec.len;
+	if (r == 0)
+		set_version(version, rec.version);
+	return r;
+}
+
+int fsafe_store_get(fsafe_store *s, const void *key, size_t klen, void **buf,
+                    size_t *len, uint64_t *version)
+{
+	struct rec_read rr = { .mode = 2 };
+
+	if (!buf)
+		return -EINVAL;
+	int r = get_common(s, key, klen, &rr, len, version);
+	if (r == 0)
+		*buf = rr.out;
+	return r;
+}
+
+int fsafe_store_get_into(fsafe_store *s, const void *key, size_t klen,
+                         void *buf, size_t cap, size_t *len,
+                         uint64_t *version)
+{
+	char one;
+	struct rec_read rr = { .mode = 2, .dst = buf ? buf : &one, .cap = cap };
+
+	if (!buf && cap)
+		return -EINVAL;
+	return get_common(s, key, klen, &rr, len, version);
+}
+
+/* ---- open / close -------------------------------------------------------- */
+
+static int opts_load(struct fsafe_store_opts *o,
+                     const struct fsafe_store_opts *in)
+{
+	memset(o, 0, sizeof(*o));
+	if (in) {
+		size_t n = in->size && in->size < sizeof(*o) ? in->size
+		                                             : sizeof(*o);
+		memcpy(o, in, n);
+	}
+	if (o->flags & ~(unsigned)(FSAFE_STORE_CREATE | FSAFE_STORE_NO_SWEEP |
+	                           FSAFE_STORE_LOCK_KERNEL))
+		return -EINVAL;
+	if (o->write_flags & ~(unsigned)(FSAFE_NO_SYNC | FSAFE_NO_TMPFILE))
+		return -EINVAL;
+	if (!o->sweep_older_than_ms)
+		o->sweep_older_than_ms = FSAFE_STORE_SWEEP_MS;
+	return 0;
+}
+
+/* Make the last component of path, durably (the new directory and its
+   entry in the parent). An existing one is fine. */
+static int make_dir(int dirfd, const char *path, mode_t mode, bool sync)
+{
+	const char *slash = strrchr(path, '/');
+	char *parent = slash ? strndup(path, (size_t)(slash - path + 1))
+	                     : strdup(".");
+	const char *base = slash ? slash + 1 : path;
+	int r, pfd;
+
+	if (!parent)
+		return -ENOMEM;
+	pfd = fsafe__open_dir(dirfd, parent);
+	free(parent);
+	if (pfd < 0)
+		return pfd;
+	r = *base ? fsafe__mkdirat(pfd, base, mode ? mode | 0700 : 0777)
+	          : -EINVAL;
+	if (r == 0 && sync) {
+		int nfd = fsafe__open_dir(pfd, base);
+		r = nfd < 0 ? nfd : fsafe__fsync(nfd);
+		if (nfd >= 0)
+			fsafe__close(nfd);
+		if (r == 0)
+			r = fsafe__fsync(pfd);
+	}
+	fsafe__close(pfd);
+	return r == -EEXIST ? 0 : r;
+}
+
+static int open_dir(int dirfd, const char *path,
+                    const struct fsafe_store_opts *o)
+{
+	int fd = fsafe__open_dir(dirfd, path);
+
+	if (fd != -ENOENT || !(o->flags & FSAFE_STORE_CREATE))
+		return fd;
+	int r = make_dir(dirfd, path, o->mode,
+	                 !(o->write_flags & FSAFE_NO_SYNC));
+	return r < 0 ? r : fsafe__open_dir(dirfd, path);
+}
+
+int fsafe_store_open(int dirfd, const char *path,
+                     const struct fsafe_store_opts *opts, fsafe_store **out)
+{
+	struct fsafe_store_opts o;
+	fsafe_store *s;
+	int r;
+
+	if (!path || !*path || !out || (r = opts_load(&o, opts)) < 0)
+		return -EINVAL;
+	if (!(s = calloc(1, sizeof(*s))))
+		return -ENOMEM;
+	if ((s->dirfd = open_dir(dirfd, path, &o)) < 0) {
+		r = s->dirfd;
+		free(s);
+		return r;
+	}
+	s->flags = o.flags;
+	s->write_flags = o.write_flags;
+	s->mode = o.mode;
+	s->lock_timeout_ms = o.lock_timeout_ms;
+	/* Best effort: a store on a read-only filesystem still reads. */
+	if (!(o.flags & FSAFE_STORE_NO_SWEEP)) {
+		r = fsafe_sweep(s->dirfd, ".", o.sweep_older_than_ms, 0, NULL,
+		                NULL);
+		s->swept = r > 0 ? (unsigned)r : 0;
+	}
+	*out = s;
+	return 0;
+}
+
+unsigned fsafe_store_swept(const fsafe_store *s)
+{
+	return s ? s->swept : 0;
+}
+
+void fsafe_store_close(fsafe_store *s)
+{
+	if (!s)
+		return;
+	fsafe__close(s->dirfd);
+	free(s);
+}
+
+/* ---- listing ------------------------------------------------------------- */
+
+struct item {
+	uint8_t *key;
+	size_t klen;
+	uint64_t version, len;
+};
+
+struct fsafe_store_iter {
+	struct item *items;
+	size_t n, cap, pos;
+};
+
+struct lister {
+	fsafe_store *s;
+	struct fsafe_store_list_opts o;
+	fsafe_store_iter *it;
+};
+
+static void report(struct lister *ls, enum fsafe_store_skip why,
+                   const char *name, const void *key, size_t klen, int err)
+{
+	if (ls->o.skipped)
+		ls->o.skipped(ls->o.arg, why, name, key, klen, err);
+}
+
+static int add_item(fsafe_store_iter *it, const uint8_t *key, size_t klen,
+                    const struct rec *rec)
+{
+	if (it->n == it->cap) {
+		size_t cap = it->cap ? 2 * it->cap : 64;
+		struct item *n = realloc(it->items, cap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		it->items = n;
+		it->cap = cap;
+	}
+	struct item *i = &it->items[it->n];
+	if (!(i->key = malloc(klen)))
+		return -ENOMEM;
+	memcpy(i->key, key, klen);
+	i->klen = klen;
+	i->version = rec->version;
+	i->len = rec->len;
+	it->n++;
+	return 0;
+}
+
+/* The entry's type, asking the filesystem only when getdents did not say. */
+static unsigned char entry_type(int dirfd, const char *name,
+                                unsigned char type)
+{
+	struct stat st;
+
+	if (type != DT_UNKNOWN)
+		return type;
+	if (fsafe__fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return DT_UNKNOWN;
+	return S_ISREG(st.st_mode)   ? DT_REG
+	       : S_ISDIR(st.st_mode) ? DT_DIR
+	       : S_ISLNK(st.st_mode) ? DT_LNK
+	                             : DT_FIFO;
+}
+
+static enum fsafe_store_skip skip_kind(unsigned char type)
+{
+	return type == DT_DIR ? FSAFE_STORE_SKIP_DIR
+	       : type == DT_LNK ? FSAFE_STORE_SKIP_SYMLINK
+	                        : FSAFE_STORE_SKIP_OTHER;
+}
+
+/* One directory entry: listed, reported, or passed over in silence. */
+static int list_entry(struct lister *ls, int dfd, const char *name,
+                      unsigned char type)
+{
+	uint8_t key[FSAFE_STORE_KEY_MAX];
+	struct rec rec = { 0 };
+	size_t klen;
+
+	if (fsafe_is_staging_name(name) || lock_own(name))
+		return 0;
+	type = entry_type(dfd, name, type);
+	if (type == DT_UNKNOWN) /* vanished meanwhile */
+		return 0;
+	bool is_key = name_key(name, key, &klen);
+	if (type != DT_REG) {
+		report(ls, skip_kind(type), name, is_key ? key : NULL,
+		       is_key ? klen : 0, 0);
+		return 0;
+	}
+	if (!is_key) {
+		report(ls, FSAFE_STORE_SKIP_UNKNOWN, name, NULL, 0, 0);
+		return 0;
+	}
+	if (!(ls->o.flags & FSAFE_STORE_LIST_NAMES_ONLY)) {
+		struct rec_read rr = { .mode = 1 };
+		int r = rec_read(dfd, name, key, klen, &rec, &rr);
+		if (r == -ENOENT)
+			return 0;
+		if (r < 0) {
+			report(ls, FSAFE_STORE_SKIP_BAD_RECORD, name, key, klen,
+			       r);
+			return r == -ENOMEM ? r : 0;
+		}
+	}
+	return add_item(ls->it, key, klen, &rec);
+}
+
+static int item_cmp(const void *a, const void *b)
+{
+	const struct item *x = a, *y = b;
+	size_t n = x->klen < y->klen ? x->klen : y->klen;
+	int c = memcmp(x->key, y->key, n);
+
+	if (c)
+		return c;
+	return (x->klen > y->klen) - (x->klen < y->klen);
+}
+
+static int list_dir(struct lister *ls)
+{
+	struct fsafe__dir *d = malloc(sizeof(*d));
+	int fd = d ? fsafe__open_dir(ls->s->dirfd, ".") : -ENOMEM;
+	const char *name;
+	unsigned char type;
+	int r;
+
+	if (fd < 0) {
+		free(d);
+		return fd;
+	}
+	fsafe__dir_init(d, fd);
+	while ((r = fsafe__dir_next(d, &name, &type)) > 0)
+		if ((r = list_entry(ls, fd, name, type)) < 0)
+			break;
+	fsafe__close(fd);
+	free(d);
+	return r;
+}
+
+int fsafe_store_list(fsafe_store *s, const struct fsafe_store_list_opts *opts,
+                     fsafe_store_iter **out)
+{
+	struct lister ls = { .s = s };
+	int r;
+
+	if (!s || !out)
+		return -EINVAL;
+	if (opts) {
+		size_t n = opts->size && opts->size < sizeof(ls.o) ? opts->size
+		                                                  : sizeof(ls.o);
+		memcpy(&ls.o, opts, n);
+	}
+	if (!(ls.it = calloc(1, sizeof(*ls.it))))
+		return -ENOMEM;
+	if ((r = list_dir(&ls)) < 0) {
+		fsafe_store_iter_free(ls.it);
+		return r;
+	}
+	if (ls.it->n)
+		qsort(ls.it->items, ls.it->n, sizeof(struct item), item_cmp);
+	*out = ls.it;
+	return 0;
+}
+
+int fsafe_store_iter_next(fsafe_store_iter *it, struct fsafe_store_entry *e)
+{
+	if (!it || !e)
+		return -EINVAL;
+	if (it->pos == it->n)
+		return 0;
+	const struct item *i = &it->items[it->pos++];
+	*e = (struct fsafe_store_entry){ .key = i->key, .keylen = i->klen,
+		                         .version = i->version, .len = i->len };
+	return 1;
+}
+
+size_t fsafe_store_iter_count(const fsafe_store_iter *it)
+{
+	return it ? it->n : 0;
+}
+
+void fsafe_store_iter_free(fsafe_store_iter *it)
+{
+	if (!it)
+		return;
+	for (size_t i = 0; i < it->n; i++)
+		free(it->items[i].key);
+	free(it->items);
+	free(it);
+}
