@@ -234,5 +234,6 @@ FSAFE_API void fsafe_sweep_result_free(fsafe_sweep_result *r);
 #include "fsafe/spool.h"
 #include "fsafe/inbox.h"
 #include "fsafe/store.h"
+#include "fsafe/checkpoint.h"
 
 #endif /* FSAFE_H */

@@ -1,0 +1,267 @@
+/*
+ * fsafe/checkpoint.h: a set of files saved and restored as one atomic unit.
+ * Included by <fsafe.h>.
+ *
+ * A checkpoint directory holds
+ *
+ *     gen-<12 digits>/     one generation: the files plus ".manifest"
+ *     CURRENT              "gen-<12 digits>\n": the complete generation
+ *     events.log           the audit trail (one line per event)
+ *     LOCK                 the writer's lock (fsafe/lock.h, link mode)
+ *     OPEN                 present while a writer has it open
+ *
+ * A commit writes a new generation directory and syncs it (files, the
+ * directory, its parent); only then is CURRENT replaced atomically
+ * (fsafe_write_fileat). A crash at any point leaves the old CURRENT (old
+ * set) or the new one (new set), never a mix. A generation newer than
+ * CURRENT is partial: load never picks it and the next open or commit
+ * removes it. The last `keep` generations stay (older ones go only after
+ * CURRENT is durable).
+ *
+ * The manifest records a format version, the caller's writer revision, the
+ * sequence number, the time, and each file's size and SHA-256. Load checks
+ * every byte against it.
+ */
+#ifndef FSAFE_CHECKPOINT_H
+#define FSAFE_CHECKPOINT_H
+
+#include "fsafe.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct fsafe_checkpoint fsafe_checkpoint;
+typedef struct fsafe_checkpoint_tx fsafe_checkpoint_tx;
+typedef struct fsafe_checkpoint_stream fsafe_checkpoint_stream;
+typedef struct fsafe_checkpoint_snapshot fsafe_checkpoint_snapshot;
+
+/* Longest file name and revision string, in bytes. */
+#define FSAFE_CHECKPOINT_NAME_MAX 255
+#define FSAFE_CHECKPOINT_REVISION_MAX 1024
+/* Default number of generations kept. */
+#define FSAFE_CHECKPOINT_KEEP 2
+
+enum {
+	/* Open flags. */
+	/* Fail with -EWOULDBLOCK instead of waiting for another writer. */
+	FSAFE_CHECKPOINT_NO_WAIT = 1u << 0,
+	/* Create the directory (and missing parents) if it does not exist. */
+	FSAFE_CHECKPOINT_CREATE = 1u << 1,
+	/* Inspect only: no lock, no marker, no recovery, no events; begin()
+	   fails with -EROFS. A writer may work meanwhile: a load that races
+	   the removal of its generation fails (-ENOENT) and may be retried. */
+	FSAFE_CHECKPOINT_READ_ONLY = 1u << 2,
+	/* Never hard-link a file whose content equals the previous
+	   generation's; write every file. */
+	FSAFE_CHECKPOINT_NO_LINK = 1u << 3,
+};
+
+struct fsafe_checkpoint_opts {
+	size_t size;          /* sizeof(struct fsafe_checkpoint_opts), or 0 */
+	unsigned flags;       /* FSAFE_CHECKPOINT_* open flags */
+	unsigned keep;        /* generations kept; 0: FSAFE_CHECKPOINT_KEEP */
+	/* The caller's writer revision (a version string), stored with each
+	   commit and compared on load; NULL: "". No control characters. */
+	const char *revision;
+	mode_t mode;          /* files' mode before umask; 0: 0666 */
+};
+
+#define FSAFE_CHECKPOINT_OPTS_INIT \
+	{ .size = sizeof(struct fsafe_checkpoint_opts) }
+
+/*
+ * Open the checkpoint directory `path` (relative to `dirfd`). Takes its
+ * lock (one writer process at a time; waits unless NO_WAIT), detects an
+ * unclean shutdown (OPEN left behind: a "recovered" event), removes
+ * partial generations, generations beyond `keep` and abandoned staging
+ * files. Returns 0, -EWOULDBLOCK, -EBADMSG (CURRENT is malformed), or
+ * another negative errno.
+ */
+FSAFE_API int fsafe_checkpoint_open(int dirfd, const char *path,
+                                    const struct fsafe_checkpoint_opts *opts,
+                                    fsafe_checkpoint **out);
+
+/* Whether this open found the previous writer's shutdown unclean. */
+FSAFE_API bool fsafe_checkpoint_was_unclean(const fsafe_checkpoint *cp);
+
+/* The current generation's sequence number; 0 when there is none. */
+FSAFE_API uint64_t fsafe_checkpoint_current(const fsafe_checkpoint *cp);
+
+/* Clean close: removes OPEN (durably) and releases the lock. Returns 0 or
+   a negative errno (the handle is freed in any case). NULL is a no-op. */
+FSAFE_API int fsafe_checkpoint_close(fsafe_checkpoint *cp);
+
+/* ---- saving ------------------------------------------------------------ */
+
+/* Start a new generation (one at a time per handle). */
+FSAFE_API int fsafe_checkpoint_begin(fsafe_checkpoint *cp,
+                                     fsafe_checkpoint_tx **out);
+
+/*
+ * Add file `name` (a bare name: no '/', not "." or "..", not ".manifest",
+ * no control characters, not a staging name) with `len` bytes at `buf`.
+ * The buffer is not copied: it must stay valid until commit or abort
+ * returns. -EEXIST if the name was added already.
+ */
+FSAFE_API int fsafe_checkpoint_add(fsafe_checkpoint_tx *tx, const char *name,
+                                   const void *buf, size_t len);
+
+/*
+ * Add file `name` by streaming, through a managed writer (fsafe.h) in the
+ * generation directory: write with fsafe_checkpoint_stream_write(), then
+ * fsafe_checkpoint_stream_close() before commit. Each open stream holds a
+ * descriptor.
+ */
+FSAFE_API int fsafe_checkpoint_add_stream(fsafe_checkpoint_tx *tx,
+                                          const char *name,
+                                          fsafe_checkpoint_stream **out);
+FSAFE_API int fsafe_checkpoint_stream_write(fsafe_checkpoint_stream *s,
+                                            const void *buf, size_t len);
+/* Finish the file (the handle is gone afterwards). A failure here, or an
+   earlier write failure, makes the whole transaction fail at commit. */
+FSAFE_API int fsafe_checkpoint_stream_close(fsafe_checkpoint_stream *s);
+
+/*
+ * Write and sync the generation, then replace CURRENT; frees the
+ * transaction whatever the outcome. On 0 the new set is durable and
+ * `*generation` (if not NULL) is its sequence number. On a negative errno
+ * nothing changed: CURRENT names the previous set and the partial
+ * generation is gone (or, if removing it failed too, is ignored by load
+ * and removed by the next open or commit). FSAFE_ENOTDURABLE: CURRENT was
+ * replaced, but its directory sync failed. -EBUSY if a stream is open.
+ */
+FSAFE_API int fsafe_checkpoint_commit(fsafe_checkpoint_tx *tx,
+                                      uint64_t *generation);
+
+/* Discard the transaction (nothing changes). NULL is a no-op. */
+FSAFE_API void fsafe_checkpoint_abort(fsafe_checkpoint_tx *tx);
+
+/* ---- loading ----------------------------------------------------------- */
+
+enum {
+	/* Load flags. */
+	/* When the requested generation is damaged, load the newest older
+	   complete generation instead (result FSAFE_CHECKPOINT_FELL_BACK). */
+	FSAFE_CHECKPOINT_FALLBACK = 1u << 0,
+	/* Read the manifest only: names, sizes, revision, time; no bytes,
+	   no hash check (for listings). */
+	FSAFE_CHECKPOINT_MANIFEST_ONLY = 1u << 1,
+};
+
+/* Positive load results (warnings, ORed; the snapshot is valid). */
+#define FSAFE_CHECKPOINT_OTHER_REVISION 1 /* saved by another revision */
+#define FSAFE_CHECKPOINT_FELL_BACK 2      /* an older generation loaded */
+
+/* What a load or verify found wrong. */
+struct fsafe_checkpoint_damage {
+	uint64_t generation; /* the damaged generation; 0: nothing found */
+	int code;            /* -EBADMSG (hash, size or manifest), -ENOENT... */
+	/* The file that failed, as the manifest names it; "" when the
+	   manifest itself did. */
+	char file[FSAFE_CHECKPOINT_NAME_MAX + 1];
+};
+
+struct fsafe_checkpoint_load_opts {
+	size_t size;         /* sizeof(struct fsafe_checkpoint_load_opts), or 0 */
+	unsigned flags;      /* FSAFE_CHECKPOINT_FALLBACK, _MANIFEST_ONLY */
+	uint64_t generation; /* 0: the current one */
+	/* Optional: the first damage found (also when falling back). */
+	struct fsafe_checkpoint_damage *damage;
+};
+
+#define FSAFE_CHECKPOINT_LOAD_OPTS_INIT \
+	{ .size = sizeof(struct fsafe_checkpoint_load_opts) }
+
+/*
+ * Load a generation, checking every file's size and SHA-256. Returns 0 or
+ * a positive FSAFE_CHECKPOINT_* warning with `*out` set; -ENOENT when
+ * there is no checkpoint (or no such generation); -EBADMSG when a file or
+ * the manifest does not match (damage names it); -EPROTONOSUPPORT for a
+ * manifest format this library does not know; or another negative errno.
+ * Records a "loaded" event (not in READ_ONLY mode). `opts` may be NULL.
+ */
+FSAFE_API int fsafe_checkpoint_load(fsafe_checkpoint *cp,
+                                    const struct fsafe_checkpoint_load_opts *opts,
+                                    fsafe_checkpoint_snapshot **out);
+
+FSAFE_API uint64_t fsafe_checkpoint_snapshot_generation(
+	const fsafe_checkpoint_snapshot *s);
+FSAFE_API const char *fsafe_checkpoint_snapshot_revision(
+	const fsafe_checkpoint_snapshot *s);
+/* Commit time, Unix time in milliseconds. */
+FSAFE_API int64_t fsafe_checkpoint_snapshot_time_ms(
+	const fsafe_checkpoint_snapshot *s);
+FSAFE_API size_t fsafe_checkpoint_snapshot_count(
+	const fsafe_checkpoint_snapshot *s);
+/* File i's name, size and bytes (NULL with MANIFEST_ONLY; never NULL
+   otherwise, also for an empty file). Files are in name order. */
+FSAFE_API const char *fsafe_checkpoint_snapshot_name(
+	const fsafe_checkpoint_snapshot *s, size_t i);
+FSAFE_API uint64_t fsafe_checkpoint_snapshot_size(
+	const fsafe_checkpoint_snapshot *s, size_t i);
+FSAFE_API const void *fsafe_checkpoint_snapshot_data(
+	const fsafe_checkpoint_snapshot *s, size_t i);
+/* File i's SHA-256 as 64 lowercase hex digits. */
+FSAFE_API const char *fsafe_checkpoint_snapshot_hash(
+	const fsafe_checkpoint_snapshot *s, size_t i);
+/* The index of file `name`, or -ENOENT. */
+FSAFE_API long fsafe_checkpoint_snapshot_find(
+	const fsafe_checkpoint_snapshot *s, const char *name);
+FSAFE_API void fsafe_checkpoint_snapshot_free(fsafe_checkpoint_snapshot *s);
+
+/*
+ * The generations present that load could use (those not newer than
+ * CURRENT), oldest first: fills up to `max` sequence numbers and returns
+ * how many there are (which may exceed max), or a negative errno.
+ */
+FSAFE_API int fsafe_checkpoint_generations(fsafe_checkpoint *cp,
+                                           uint64_t *seqs, size_t max);
+
+/*
+ * Check generation `generation` (0: current) file by file without keeping
+ * the bytes. Returns 0, or -EBADMSG / -ENOENT / ... with damage filled.
+ */
+FSAFE_API int fsafe_checkpoint_verify(fsafe_checkpoint *cp,
+                                      uint64_t generation,
+                                      struct fsafe_checkpoint_damage *damage);
+
+/* ---- the audit trail --------------------------------------------------- */
+
+enum fsafe_checkpoint_event_kind {
+	FSAFE_CHECKPOINT_EV_SAVED = 1,
+	FSAFE_CHECKPOINT_EV_LOADED = 2,
+	/* Open found the previous writer's shutdown unclean. */
+	FSAFE_CHECKPOINT_EV_RECOVERED = 3,
+	/* A generation was removed (old, or partial). */
+	FSAFE_CHECKPOINT_EV_REMOVED = 4,
+};
+
+struct fsafe_checkpoint_event {
+	int64_t time_ms;     /* Unix time in milliseconds */
+	pid_t pid;
+	enum fsafe_checkpoint_event_kind kind;
+	uint64_t generation; /* for RECOVERED: the current one at recovery */
+};
+
+/* "saved", "loaded", "recovered", "removed"; NULL for another value. */
+FSAFE_API const char *fsafe_checkpoint_event_name(
+	enum fsafe_checkpoint_event_kind kind);
+
+/*
+ * Call `fn` for each intact event of the checkpoint in `path`, in order,
+ * without taking the lock. A damaged record (a torn tail after a power
+ * cut) is skipped and counted in `*damaged` (if not NULL). `fn` returns 0
+ * to go on, anything else to stop (and that is returned). Returns 0,
+ * -ENOENT when there is no log, or another negative errno.
+ */
+FSAFE_API int fsafe_checkpoint_events(
+	int dirfd, const char *path,
+	int (*fn)(const struct fsafe_checkpoint_event *e, void *arg),
+	void *arg, size_t *damaged);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,1565 @@
+/*
+ * The checkpoint store: a set of files saved and restored as one unit.
+ *
+ * A commit fills a fresh generation directory through a batch (the files
+ * and the manifest, data synced together, the directory synced once),
+ * syncs the checkpoint directory (so the generation's own entry is
+ * durable), and only then replaces CURRENT through the writer. CURRENT is
+ * the only thing load trusts, so a crash anywhere leaves the old set or
+ * the new one. Everything newer than CURRENT is a partial generation and
+ * is removed under the lock; nothing is ever written in place, so a file
+ * hard-linked into a newer generation cannot change an older one.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "checkpoint.h"
+#include "fsafe.h"
+#include "fsafe/batch.h"
+#include "fsafe/checkpoint.h"
+#include "fsafe/lock.h"
+#include "sys.h"
+#include "writer.h"
+
+#define FORMAT_VERSION 1
+#define MANIFEST_MAX ((size_t)256 << 20)
+#define LOG_MAX ((size_t)256 << 20)
+#define GEN_MAX UINT64_C(999999999999)
+#define GEN_NAME_LEN (4 + FSAFE__CKPT_GEN_DIGITS)
+#define CHUNK ((size_t)1 << 20)
+
+/* ---- SHA-256 (FIPS 180-4) ---------------------------------------------- */
+
+static const uint32_t K256[64] = {
+	0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1,
+	0x923f82a4, 0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3,
+	0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786,
+	0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+	0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147,
+	0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13,
+	0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
+	0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+	0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a,
+	0x5b9cca4f, 0x682e6ff3, 0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208,
+	0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
+};
+
+#define ROR(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
+
+static void sha256_block(uint32_t h[8], const uint8_t *p)
+{
+	uint32_t w[64], v[8];
+
+	for (int i = 0; i < 16; i++)
+		w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
+		       (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
+	for (int i = 16; i < 64; i++) {
+		uint32_t s0 = ROR(w[i - 15], 7) ^ ROR(w[i - 15], 18) ^
+		              (w[i - 15] >> 3);
+		uint32_t s1 = ROR(w[i - 2], 17) ^ ROR(w[i - 2], 19) ^
+		              (w[i - 2] >> 10);
+		w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+	}
+	memcpy(v, h, sizeof(v));
+	for (int i = 0; i < 64; i++) {
+		uint32_t S1 = ROR(v[4], 6) ^ ROR(v[4], 11) ^ ROR(v[4], 25);
+		uint32_t ch = (v[4] & v[5]) ^ (~v[4] & v[6]);
+		uint32_t t1 = v[7] + S1 + ch + K256[i] + w[i];
+		uint32_t S0 = ROR(v[0], 2) ^ ROR(v[0], 13) ^ ROR(v[0], 22);
+		uint32_t maj = (v[0] & v[1]) ^ (v[0] & v[2]) ^ (v[1] & v[2]);
+		memmove(v + 1, v, 7 * sizeof(v[0]));
+		v[4] += t1;
+		v[0] = t1 + S0 + maj;
+	}
+	for (int i = 0; i < 8; i++)
+		h[i] += v[i];
+}
+
+void fsafe__sha256_init(struct fsafe__sha256 *c)
+{
+	static const uint32_t iv[8] = { 0x6a09e667, 0xbb67ae85, 0x3c6ef372,
+	                                0xa54ff53a, 0x510e527f, 0x9b05688c,
+	                                0x1f83d9ab, 0x5be0cd19 };
+	memcpy(c->h, iv, sizeof(iv));
+	c->len = 0;
+	c->nbuf = 0;
+}
+
+void fsafe__sha256_update(struct fsafe__sha256 *c, const void *data, size_t n)
+{
+	const uint8_t *p = data;
+
+	c->len += n;
+	if (c->nbuf) {
+		size_t k = 64 - c->nbuf < n ? 64 - c->nbuf : n;
+		memcpy(c->buf + c->nbuf, p, k);
+		c->nbuf += k, p += k, n -= k;
+		if (c->nbuf < 64)
+			return;
+		sha256_block(c->h, c->buf);
+		c->nbuf = 0;
+	}
+	for (; n >= 64; p += 64, n -= 64)
+		sha256_block(c->h, p);
+	memcpy(c->buf, p, n);
+	c->nbuf = n;
+}
+
+void fsafe__sha256_final(struct fsafe__sha256 *c, uint8_t out[32])
+{
+	uint64_t bits = c->len * 8;
+	uint8_t pad[72] = { 0x80 };
+	size_t k = (c->nbuf < 56 ? 56 : 120) - c->nbuf;
+
+	for (int i = 0; i < 8; i++)
+		pad[k + (size_t)i] = (uint8_t)(bits >> (56 - 8 * i));
+	fsafe__sha256_update(c, pad, k + 8);
+	for (int i = 0; i < 8; i++)
+		for (int j = 0; j < 4; j++)
+			out[4 * i + j] = (uint8_t)(c->h[i] >> (24 - 8 * j));
+}
+
+void fsafe__sha256_hex(const uint8_t d[32], char out[65])
+{
+	static const char hex[] = "0123456789abcdef";
+
+	for (int i = 0; i < 32; i++) {
+		out[2 * i] = hex[d[i] >> 4];
+		out[2 * i + 1] = hex[d[i] & 15];
+	}
+	out[64] = '\0';
+}
+
+static void sha256_hex_of(const void *p, size_t n, char out[65])
+{
+	struct fsafe__sha256 c;
+	uint8_t d[32];
+
+	fsafe__sha256_init(&c);
+	fsafe__sha256_update(&c, p, n);
+	fsafe__sha256_final(&c, d);
+	fsafe__sha256_hex(d, out);
+}
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* seq <= GEN_MAX, so the name always has exactly 12 digits. */
+static void gen_name(uint64_t seq, char out[GEN_NAME_LEN + 1])
+{
+	char tmp[32];
+
+	snprintf(tmp, sizeof(tmp), "gen-%0*" PRIu64, FSAFE__CKPT_GEN_DIGITS,
+	         seq % (GEN_MAX + 1));
+	memcpy(out, tmp, GEN_NAME_LEN + 1);
+}
+
+/* The sequence number of a generation directory's name, or 0. */
+static uint64_t gen_parse(const char *name)
+{
+	uint64_t seq = 0;
+
+	if (strncmp(name, "gen-", 4) != 0 || strlen(name) != GEN_NAME_LEN)
+		return 0;
+	for (const char *p = name + 4; *p; p++) {
+		if (*p < '0' || *p > '9')
+			return 0;
+		seq = seq * 10 + (uint64_t)(*p - '0');
+	}
+	return seq;
+}
+
+static bool has_control(const char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return true;
+	return false;
+}
+
+static int check_file_name(const char *name)
+{
+	size_t n = name ? strlen(name) : 0;
+
+	if (n == 0 || n > FSAFE_CHECKPOINT_NAME_MAX || strchr(name, '/') ||
+	    !strcmp(name, ".") || !strcmp(name, "..") ||
+	    !strcmp(name, FSAFE__CKPT_MANIFEST) || has_control(name) ||
+	    fsafe_is_staging_name(name))
+		return -EINVAL;
+	return 0;
+}
+
+/* Read all of fd (at most max bytes) into a NUL-terminated buffer. */
+static int read_all(int fd, size_t max, char **out, size_t *len)
+{
+	size_t n = 0, cap = 4096;
+	char *b = malloc(cap + 1);
+
+	for (;;) {
+		if (!b)
+			return -ENOMEM;
+		if (n == cap) {
+			if (cap >= max) {
+				free(b);
+				return -EFBIG;
+			}
+			cap *= 2;
+			char *nb = realloc(b, cap + 1);
+			if (!nb)
+				free(b);
+			b = nb;
+			continue;
+		}
+		ssize_t r = fsafe__read(fd, b + n, cap - n);
+		if (r < 0) {
+			free(b);
+			return (int)r;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	b[n] = '\0';
+	*out = b;
+	*len = n;
+	return 0;
+}
+
+static int read_file_at(int dirfd, const char *name, size_t max, char **out,
+                        size_t *len)
+{
+	int fd = fsafe__openat(dirfd, name, O_RDONLY | O_NOFOLLOW, 0);
+
+	if (fd < 0)
+		return fd;
+	int r = read_all(fd, max, out, len);
+	fsafe__close(fd);
+	return r;
+}
+
+/* ---- the handle ---------------------------------------------------------- */
+
+struct fsafe_checkpoint {
+	int dirfd;
+	unsigned flags, keep;
+	mode_t mode;
+	char *revision;
+	bool have_revision;
+	fsafe_lock *lock;
+	int logfd;          /* events.log, or -1 (read-only, or unopenable) */
+	bool log_newline;   /* the log ends in a torn record: start afresh */
+	bool unclean;
+	bool in_tx;
+	uint64_t current;
+};
+
+/* ---- the event log ------------------------------------------------------- */
+
+static const char *const event_names[] = { NULL, "saved", "loaded",
+                                           "recovered", "removed" };
+
+const char *fsafe_checkpoint_event_name(enum fsafe_checkpoint_event_kind k)
+{
+	return k >= 1 && k <= 4 ? event_names[k] : NULL;
+}
+
+/*
+ * One record: "<time_ms> <pid> <event> <generation> <check>\n", where
+ * check is the first 8 hex digits of the SHA-256 of the text before it,
+ * so a torn or garbage tail (an append cut by a power loss) is told from
+ * a record.
+ */
+static int format_event(char *buf, size_t len, int64_t t, pid_t pid,
+                        enum fsafe_checkpoint_event_kind k, uint64_t gen)
+{
+	char hex[65];
+	int n = snprintf(buf, len, "%" PRId64 " %ld %s %" PRIu64, t, (long)pid,
+	                 event_names[k], gen);
+
+	sha256_hex_of(buf, (size_t)n, hex);
+	return n + snprintf(buf + n, len - (size_t)n, " %.8s\n", hex);
+}
+
+/*
+ * Append one event durably. pwrite at the size we hold: the fd is
+ * O_APPEND, so the kernel appends anyway, and the offset passed is the
+ * one the write really lands at (which a recorder of the table sees).
+ * An audit failure never fails the operation it records.
+ */
+static void log_event(fsafe_checkpoint *cp, enum fsafe_checkpoint_event_kind k,
+                      uint64_t gen)
+{
+	char rec[160];
+	struct stat st;
+	size_t n = 0;
+
+	if (cp->logfd < 0 || fsafe__fstat(cp->logfd, &st) < 0)
+		return;
+	if (cp->log_newline)
+		rec[n++] = '\n';
+	n += (size_t)format_event(rec + n, sizeof(rec) - n, now_ms(), getpid(),
+	                          k, gen);
+	ssize_t w;
+	do
+		w = SYS->pwrite(cp->logfd, rec, n, st.st_size);
+	while (w < 0 && errno == EINTR);
+	if (w == (ssize_t)n && fsafe__fdatasync(cp->logfd) == 0)
+		cp->log_newline = false;
+	else
+		cp->log_newline = true; /* a short write left a torn record */
+}
+
+static int open_log(fsafe_checkpoint *cp)
+{
+	struct stat st;
+	char last = '\n';
+
+	cp->logfd = fsafe__openat(cp->dirfd, FSAFE__CKPT_LOG,
+	                          O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW,
+	                          0644);
+	if (cp->logfd < 0)
+		return cp->logfd;
+	int r = fsafe__fstat(cp->logfd, &st);
+	if (r < 0)
+		return r;
+	if (st.st_size > 0) {
+		int rfd = fsafe__openat(cp->dirfd, FSAFE__CKPT_LOG,
+		                        O_RDONLY | O_NOFOLLOW, 0);
+		if (rfd < 0)
+			return rfd;
+		if (SYS->pread(rfd, &last, 1, st.st_size - 1) != 1)
+			last = 0;
+		fsafe__close(rfd);
+	}
+	cp->log_newline = last != '\n';
+	return 0;
+}
+
+static bool parse_event(const char *line, struct fsafe_checkpoint_event *e)
+{
+	char name[16], check[9], hex[65];
+	long long t;
+	long pid;
+	unsigned long long gen;
+	int end = 0;
+
+	if (sscanf(line, "%lld %ld %15s %llu %n", &t, &pid, name, &gen, &end) != 4 ||
+	    end < 2 || sscanf(line + end, "%8[0-9a-f]", check) != 1 ||
+	    strlen(check) != 8 || line[end + 8] != '\0')
+		return false;
+	sha256_hex_of(line, (size_t)end - 1, hex);
+	if (strncmp(hex, check, 8) != 0)
+		return false;
+	for (int k = 1; k <= 4; k++) {
+		if (strcmp(name, event_names[k]) == 0) {
+			*e = (struct fsafe_checkpoint_event){
+				.time_ms = t, .pid = (pid_t)pid,
+				.kind = (enum fsafe_checkpoint_event_kind)k,
+				.generation = gen };
+			return true;
+		}
+	}
+	return false;
+}
+
+int fsafe_checkpoint_events(int dirfd, const char *path,
+                            int (*fn)(const struct fsafe_checkpoint_event *e,
+                                      void *arg),
+                            void *arg, size_t *damaged)
+{
+	char *text;
+	size_t len, bad = 0;
+	int dfd = fsafe__open_dir(dirfd, path);
+
+	if (damaged)
+		*damaged = 0;
+	if (dfd < 0)
+		return dfd;
+	int r = read_file_at(dfd, FSAFE__CKPT_LOG, LOG_MAX, &text, &len);
+	fsafe__close(dfd);
+	if (r < 0)
+		return r;
+	char *save = NULL;
+	for (char *line = strtok_r(text, "\n", &save); line && r == 0;
+	     line = strtok_r(NULL, "\n", &save)) {
+		struct fsafe_checkpoint_event e;
+		if (parse_event(line, &e))
+			r = fn(&e, arg);
+		else
+			bad++;
+	}
+	free(text);
+	if (damaged)
+		*damaged = bad;
+	return r;
+}
+
+/* ---- CURRENT --------------------------------------------------------------- */
+
+/* The generation CURRENT names: 0 when absent, -EBADMSG when malformed. */
+static int read_current(int dirfd, uint64_t *seq)
+{
+	char *text;
+	size_t len;
+	int r = read_file_at(dirfd, FSAFE__CKPT_CURRENT, 4096, &text, &len);
+
+	*seq = 0;
+	if (r == -ENOENT)
+		return 0;
+	if (r < 0)
+		return r == -EFBIG ? -EBADMSG : r;
+	if (len == GEN_NAME_LEN + 1 && text[GEN_NAME_LEN] == '\n') {
+		text[GEN_NAME_LEN] = '\0';
+		*seq = gen_parse(text);
+	}
+	free(text);
+	return *seq ? 0 : -EBADMSG;
+}
+
+static int write_current(fsafe_checkpoint *cp, uint64_t seq)
+{
+	struct fsafe_write_opts o = FSAFE_WRITE_OPTS_INIT;
+	char text[GEN_NAME_LEN + 2];
+
+	gen_name(seq, text);
+	text[GEN_NAME_LEN] = '\n';
+	o.mode = 0644;
+	return fsafe_write_fileat(cp->dirfd, FSAFE__CKPT_CURRENT, text,
+	                          GEN_NAME_LEN + 1, &o);
+}
+
+/* ---- generation directories ------------------------------------------------ */
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Every gen-* entry's sequence number, sorted. */
+static int list_gens(int dirfd, uint64_t **out, size_t *n)
+{
+	struct fsafe__dir *d = malloc(sizeof(*d));
+	uint64_t *v = NULL;
+	size_t cap = 0;
+	const char *name;
+	unsigned char type;
+	int r, fd = fsafe__open_dir(dirfd, ".");
+
+	*n = 0;
+	if (!d || fd < 0) {
+		free(d);
+		fsafe__close(fd);
+		return fd < 0 ? fd : -ENOMEM;
+	}
+	fsafe__dir_init(d, fd);
+	while ((r = fsafe__dir_next(d, &name, &type)) > 0) {
+		uint64_t seq = gen_parse(name);
+		if (!seq || (type != DT_DIR && type != DT_UNKNOWN))
+			continue;
+		if (*n == cap) {
+			cap = cap ? 2 * cap : 8;
+			uint64_t *nv = realloc(v, cap * sizeof(*v));
+			if (!nv) {
+				r = -ENOMEM;
+				break;
+			}
+			v = nv;
+		}
+		v[(*n)++] = seq;
+	}
+	fsafe__close(fd);
+	free(d);
+	if (r < 0) {
+		free(v);
+		return r;
+	}
+	if (*n)
+		qsort(v, *n, sizeof(*v), cmp_u64);
+	*out = v;
+	return 0;
+}
+
+/* Unlink every entry of fd's directory (a generation holds only files). */
+static int empty_dir(int fd)
+{
+	struct fsafe__dir *d = malloc(sizeof(*d));
+	const char *name;
+	unsigned char type;
+	int r, removed;
+
+	if (!d)
+		return -ENOMEM;
+	/* Passes until one removes nothing: unlinking while reading a
+	   directory may make getdents skip an entry. */
+	do {
+		removed = 0;
+		int dfd = fsafe__open_dir(fd, ".");
+		if (dfd < 0) {
+			free(d);
+			return dfd;
+		}
+		fsafe__dir_init(d, dfd);
+		while ((r = fsafe__dir_next(d, &name, &type)) > 0) {
+			int u = fsafe__unlinkat(fd, name, 0);
+			if (u < 0 && u != -ENOENT) {
+				r = u;
+				break;
+			}
+			removed++;
+		}
+		fsafe__close(dfd);
+	} while (r == 0 && removed);
+	free(d);
+	return r;
+}
+
+/* Remove generation seq (its files, then the directory); `record` it in
+   the audit trail (not a transaction's own, never complete, one). */
+static int remove_gen(fsafe_checkpoint *cp, uint64_t seq, bool record)
+{
+	char name[GEN_NAME_LEN + 1];
+	int fd, r;
+
+	gen_name(seq, name);
+	fd = fsafe__openat(cp->dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW,
+	                   0);
+	if (fd == -ENOENT)
+		return 0;
+	if (fd < 0)
+		return fd;
+	r = empty_dir(fd);
+	fsafe__close(fd);
+	if (r == 0)
+		r = fsafe__unlinkat(cp->dirfd, name, AT_REMOVEDIR);
+	if (r == 0 && record)
+		log_event(cp, FSAFE_CHECKPOINT_EV_REMOVED, seq);
+	return r == -ENOENT ? 0 : r;
+}
+
+/* Remove partial generations (newer than CURRENT) and those beyond keep. */
+static int tidy(fsafe_checkpoint *cp)
+{
+	uint64_t *v = NULL;
+	size_t n, older = 0;
+	int r = list_gens(cp->dirfd, &v, &n), first = 0;
+
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < n; i++)
+		older += v[i] <= cp->current;
+	for (size_t i = 0; i < n; i++) {
+		bool partial = v[i] > cp->current;
+		bool old = !partial && older > cp->keep && i < older - cp->keep;
+		if ((partial || old) && (r = remove_gen(cp, v[i], true)) < 0 && !first)
+			first = r;
+	}
+	free(v);
+	return first;
+}
+
+/* ---- the manifest ------------------------------------------------------------ */
+
+struct entry {
+	char *name;
+	uint64_t size;
+	char hash[65];
+};
+
+struct manifest {
+	uint64_t seq;
+	int64_t time_ms;
+	char *revision;
+	struct entry *e;
+	size_t n;
+};
+
+static void manifest_free(struct manifest *m)
+{
+	for (size_t i = 0; i < m->n; i++)
+		free(m->e[i].name);
+	free(m->e);
+	free(m->revision);
+	memset(m, 0, sizeof(*m));
+}
+
+static int cmp_entry(const void *a, const void *b)
+{
+	return strcmp(((const struct entry *)a)->name,
+	              ((const struct entry *)b)->name);
+}
+
+/* Append to a growing string; false when out of memory. */
+struct sbuf {
+	char *p;
+	size_t n, cap;
+	bool oom;
+};
+
+static void sb_add(struct sbuf *s, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void sb_add(struct sbuf *s, const char *fmt, ...)
+{
+	va_list ap;
+
+	for (int tries = 0; tries < 2 && !s->oom; tries++) {
+		va_start(ap, fmt);
+		int k = vsnprintf(s->p ? s->p + s->n : NULL,
+		                  s->p ? s->cap - s->n : 0, fmt, ap);
+		va_end(ap);
+		if (s->p && s->n + (size_t)k < s->cap) {
+			s->n += (size_t)k;
+			return;
+		}
+		size_t cap = (s->cap ? s->cap : 4096);
+		while (cap <= s->n + (size_t)k)
+			cap *= 2;
+		char *np = realloc(s->p, cap);
+		if (!np)
+			s->oom = true;
+		else
+			s->p = np, s->cap = cap;
+	}
+}
+
+/* The manifest text of m (entries sorted); ends with its own hash. */
+static int manifest_format(const struct manifest *m, struct sbuf *s)
+{
+	char hex[65];
+
+	sb_add(s, "fsafe-checkpoint %d\nrevision %s\nsequence %" PRIu64
+	       "\ntime %" PRId64 "\nfiles %zu\n", FORMAT_VERSION, m->revision,
+	       m->seq, m->time_ms, m->n);
+	for (size_t i = 0; i < m->n; i++)
+		sb_add(s, "%" PRIu64 " %s %s\n", m->e[i].size, m->e[i].hash,
+		       m->e[i].name);
+	if (s->oom)
+		return -ENOMEM;
+	sha256_hex_of(s->p, s->n, hex);
+	sb_add(s, "end %s\n", hex);
+	return s->oom ? -ENOMEM : 0;
+}
+
+static bool is_hex64(const char *s)
+{
+	for (int i = 0; i < 64; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return true;
+}
+
+/* The next line of *p (NUL-terminated in place), or NULL at the end. */
+static char *next_line(char **p)
+{
+	char *s = *p, *nl = s ? strchr(s, '\n') : NULL;
+
+	if (!nl)
+		return NULL;
+	*nl = '\0';
+	*p = nl + 1;
+	return s;
+}
+
+static int parse_entries(char **p, struct manifest *m, size_t n)
+{
+	if (n > (size_t)1 << 24 || !(m->e = calloc(n ? n : 1, sizeof(*m->e))))
+		return n > (size_t)1 << 24 ? -EBADMSG : -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		char *line = next_line(p), *sp;
+		unsigned long long size;
+		int at = 0;
+		if (!line || sscanf(line, "%llu %n", &size, &at) != 1 || !at ||
+		    strlen(line + at) < 66 || !is_hex64(line + at) ||
+		    line[at + 64] != ' ')
+			return -EBADMSG;
+		sp = line + at + 65;
+		if (check_file_name(sp) < 0 ||
+		    (i && strcmp(m->e[i - 1].name, sp) >= 0))
+			return -EBADMSG; /* sorted and unique, or not ours */
+		m->e[i].size = size;
+		memcpy(m->e[i].hash, line + at, 64);
+		m->e[i].hash[64] = '\0';
+		if (!(m->e[i].name = strdup(sp)))
+			return -ENOMEM;
+		m->n = i + 1;
+	}
+	return 0;
+}
+
+static int manifest_parse(char *text, size_t len, struct manifest *m)
+{
+	char hex[65], *p = text, *endl = NULL;
+	int version;
+	size_t n;
+	long long t;
+	unsigned long long seq;
+
+	memset(m, 0, sizeof(*m));
+	/* The last line carries the hash of everything before it. */
+	if (len < 70 || text[len - 1] != '\n')
+		return -EBADMSG;
+	text[len - 1] = '\0';
+	endl = strrchr(text, '\n');
+	if (!endl || strncmp(endl + 1, "end ", 4) || strlen(endl + 5) != 64)
+		return -EBADMSG;
+	sha256_hex_of(text, (size_t)(endl + 1 - text), hex);
+	if (strcmp(hex, endl + 5) != 0)
+		return -EBADMSG;
+	endl[1] = '\0';
+	char *l = next_line(&p);
+	if (!l || sscanf(l, "fsafe-checkpoint %d", &version) != 1)
+		return -EBADMSG;
+	if (version != FORMAT_VERSION)
+		return -EPROTONOSUPPORT;
+	if (!(l = next_line(&p)) || strncmp(l, "revision ", 9) ||
+	    !(m->revision = strdup(l + 9)))
+		return l ? -ENOMEM : -EBADMSG;
+	if (!(l = next_line(&p)) || sscanf(l, "sequence %llu", &seq) != 1 ||
+	    !(l = next_line(&p)) || sscanf(l, "time %lld", &t) != 1 ||
+	    !(l = next_line(&p)) || sscanf(l, "files %zu", &n) != 1)
+		return -EBADMSG;
+	m->seq = seq;
+	m->time_ms = t;
+	int r = parse_entries(&p, m, n);
+	return r < 0 ? r : (*p ? -EBADMSG : 0);
+}
+
+/* Read and check generation `gfd`'s manifest; it must name seq. */
+static int manifest_read(int gfd, uint64_t seq, struct manifest *m)
+{
+	char *text;
+	size_t len;
+	int r = read_file_at(gfd, FSAFE__CKPT_MANIFEST, MANIFEST_MAX, &text,
+	                     &len);
+
+	memset(m, 0, sizeof(*m));
+	if (r < 0)
+		return r == -EFBIG ? -EBADMSG : r;
+	r = manifest_parse(text, len, m);
+	free(text);
+	if (r == 0 && m->seq != seq)
+		r = -EBADMSG; /* a generation moved by hand */
+	if (r < 0)
+		manifest_free(m);
+	return r;
+}
+
+/* ---- checking files against the manifest ------------------------------------ */
+
+/*
+ * Read file e (in generation gfd), checking size and hash. With `keep`,
+ * the bytes are returned in a buffer of e->size (+1) bytes.
+ */
+static int check_file(int gfd, const struct entry *e, char **keep)
+{
+	struct fsafe__sha256 c;
+	struct stat st;
+	uint8_t d[32];
+	char hex[65], *buf;
+	uint64_t got = 0;
+	int r = 0, fd = fsafe__openat(gfd, e->name, O_RDONLY | O_NOFOLLOW, 0);
+
+	if (fd < 0)
+		return fd == -ELOOP ? -EBADMSG : fd;
+	if ((r = fsafe__fstat(fd, &st)) < 0 || !S_ISREG(st.st_mode) ||
+	    (uint64_t)st.st_size != e->size || e->size > SIZE_MAX - 1) {
+		fsafe__close(fd);
+		return r < 0 ? r : -EBADMSG;
+	}
+	buf = malloc(keep ? (size_t)e->size + 1 : CHUNK);
+	if (!buf) {
+		fsafe__close(fd);
+		return -ENOMEM;
+	}
+	fsafe__sha256_init(&c);
+	for (;;) {
+		char *at = keep ? buf + got : buf;
+		size_t want = keep ? (size_t)(e->size - got) + 1 : CHUNK;
+		ssize_t n = fsafe__read(fd, at, want);
+		if (n <= 0) {
+			r = (int)n;
+			break;
+		}
+		fsafe__sha256_update(&c, at, (size_t)n);
+		got += (uint64_t)n;
+		if (got > e->size)
+			break; /* grew meanwhile: not what was saved */
+	}
+	fsafe__close(fd);
+	fsafe__sha256_final(&c, d);
+	fsafe__sha256_hex(d, hex);
+	if (r == 0 && (got != e->size || strcmp(hex, e->hash) != 0))
+		r = -EBADMSG;
+	if (r == 0 && keep)
+		*keep = buf;
+	else
+		free(buf);
+	return r;
+}
+
+static void damage_set(struct fsafe_checkpoint_damage *dm, uint64_t seq,
+                       int code, const char *file)
+{
+	if (!dm || dm->generation)
+		return;
+	dm->generation = seq;
+	dm->code = code;
+	snprintf(dm->file, sizeof(dm->file), "%s", file);
+}
+
+/* ---- snapshots ------------------------------------------------------------------ */
+
+struct fsafe_checkpoint_snapshot {
+	struct manifest m;
+	char **data;      /* per file; NULL with MANIFEST_ONLY */
+};
+
+void fsafe_checkpoint_snapshot_free(fsafe_checkpoint_snapshot *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; s->data && i < s->m.n; i++)
+		free(s->data[i]);
+	free(s->data);
+	manifest_free(&s->m);
+	free(s);
+}
+
+static int open_gen(fsafe_checkpoint *cp, uint64_t seq)
+{
+	char name[GEN_NAME_LEN + 1];
+
+	gen_name(seq, name);
+	return fsafe__openat(cp->dirfd, name,
+	                     O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+}
+
+/* Load generation seq into a new snapshot, or say what is damaged. */
+static int load_gen(fsafe_checkpoint *cp, uint64_t seq, unsigned flags,
+                    struct fsafe_checkpoint_damage *dm,
+                    fsafe_checkpoint_snapshot **out)
+{
+	fsafe_checkpoint_snapshot *s = calloc(1, sizeof(*s));
+	int r, gfd = open_gen(cp, seq);
+
+	if (!s || gfd < 0) {
+		free(s);
+		fsafe__close(gfd);
+		return gfd < 0 ? gfd : -ENOMEM;
+	}
+	if ((r = manifest_read(gfd, seq, &s->m)) < 0)
+		damage_set(dm, seq, r, "");
+	if (r == 0 && !(flags & FSAFE_CHECKPOINT_MANIFEST_ONLY)) {
+		s->data = calloc(s->m.n ? s->m.n : 1, sizeof(*s->data));
+		if (!s->data)
+			r = -ENOMEM;
+		for (size_t i = 0; r == 0 && i < s->m.n; i++)
+			if ((r = check_file(gfd, &s->m.e[i], &s->data[i])) < 0)
+				damage_set(dm, seq, r, s->m.e[i].name);
+	}
+	fsafe__close(gfd);
+	if (r < 0)
+		fsafe_checkpoint_snapshot_free(s);
+	else
+		*out = s;
+	return r;
+}
+
+/* The newest generation older than seq that loads intact. */
+static int load_fallback(fsafe_checkpoint *cp, uint64_t seq, unsigned flags,
+                         fsafe_checkpoint_snapshot **out)
+{
+	uint64_t *v = NULL;
+	size_t n;
+	int r = list_gens(cp->dirfd, &v, &n);
+
+	if (r < 0)
+		return r;
+	r = -ENOENT;
+	for (size_t i = n; i-- > 0 && r < 0;)
+		if (v[i] < seq)
+			r = load_gen(cp, v[i], flags, NULL, out);
+	free(v);
+	return r;
+}
+
+int fsafe_checkpoint_load(fsafe_checkpoint *cp,
+                          const struct fsafe_checkpoint_load_opts *opts,
+                          fsafe_checkpoint_snapshot **out)
+{
+	struct fsafe_checkpoint_load_opts o = { 0 };
+	uint64_t seq;
+	int r, warn = 0;
+
+	*out = NULL;
+	if (opts) {
+		size_t n = opts->size ? opts->size : sizeof(o);
+		memcpy(&o, opts, n < sizeof(o) ? n : sizeof(o));
+	}
+	if (o.damage)
+		memset(o.damage, 0, sizeof(*o.damage));
+	/* Read CURRENT afresh: a read-only handle has no lock to keep it. */
+	if ((r = read_current(cp->dirfd, &seq)) < 0)
+		return r;
+	if (o.generation) {
+		if (o.generation > seq)
+			return -ENOENT; /* partial, or never made */
+		seq = o.generation;
+	}
+	if (!seq)
+		return -ENOENT;
+	r = load_gen(cp, seq, o.flags, o.damage, out);
+	if (r < 0 && r != -ENOMEM && (o.flags & FSAFE_CHECKPOINT_FALLBACK)) {
+		damage_set(o.damage, seq, r, "");
+		if (load_fallback(cp, seq, o.flags, out) == 0)
+			r = 0, warn |= FSAFE_CHECKPOINT_FELL_BACK;
+	}
+	if (r < 0)
+		return r;
+	if (cp->have_revision && strcmp((*out)->m.revision, cp->revision))
+		warn |= FSAFE_CHECKPOINT_OTHER_REVISION;
+	if (!(o.flags & FSAFE_CHECKPOINT_MANIFEST_ONLY))
+		log_event(cp, FSAFE_CHECKPOINT_EV_LOADED, (*out)->m.seq);
+	return warn;
+}
+
+uint64_t fsafe_checkpoint_snapshot_generation(const fsafe_checkpoint_snapshot *s)
+{
+	return s->m.seq;
+}
+
+const char *fsafe_checkpoint_snapshot_revision(const fsafe_checkpoint_snapshot *s)
+{
+	return s->m.revision;
+}
+
+int64_t fsafe_checkpoint_snapshot_time_ms(const fsafe_checkpoint_snapshot *s)
+{
+	return s->m.time_ms;
+}
+
+size_t fsafe_checkpoint_snapshot_count(const fsafe_checkpoint_snapshot *s)
+{
+	return s->m.n;
+}
+
+const char *fsafe_checkpoint_snapshot_name(const fsafe_checkpoint_snapshot *s,
+                                           size_t i)
+{
+	return i < s->m.n ? s->m.e[i].name : NULL;
+}
+
+uint64_t fsafe_checkpoint_snapshot_size(const fsafe_checkpoint_snapshot *s,
+                                        size_t i)
+{
+	return i < s->m.n ? s->m.e[i].size : 0;
+}
+
+const void *fsafe_checkpoint_snapshot_data(const fsafe_checkpoint_snapshot *s,
+                                           size_t i)
+{
+	return i < s->m.n && s->data ? s->data[i] : NULL;
+}
+
+const char *fsafe_checkpoint_snapshot_hash(const fsafe_checkpoint_snapshot *s,
+                                           size_t i)
+{
+	return i < s->m.n ? s->m.e[i].hash : NULL;
+}
+
+long fsafe_checkpoint_snapshot_find(const fsafe_checkpoint_snapshot *s,
+                                    const char *name)
+{
+	struct entry key = { .name = (char *)name };
+	const struct entry *e =
+		s->m.n ? bsearch(&key, s->m.e, s->m.n, sizeof(key), cmp_entry)
+		       : NULL;
+
+	return e ? (long)(e - s->m.e) : -ENOENT;
+}
+
+int fsafe_checkpoint_generations(fsafe_checkpoint *cp, uint64_t *seqs,
+                                 size_t max)
+{
+	uint64_t *v = NULL, cur;
+	size_t n, k = 0;
+	int r = read_current(cp->dirfd, &cur);
+
+	if (r < 0 || (r = list_gens(cp->dirfd, &v, &n)) < 0)
+		return r;
+	for (size_t i = 0; i < n; i++) {
+		if (v[i] > cur)
+			continue;
+		if (k < max)
+			seqs[k] = v[i];
+		k++;
+	}
+	free(v);
+	return k > INT32_MAX ? -EOVERFLOW : (int)k;
+}
+
+int fsafe_checkpoint_verify(fsafe_checkpoint *cp, uint64_t generation,
+                            struct fsafe_checkpoint_damage *damage)
+{
+	struct manifest m;
+	uint64_t seq = generation;
+	int r = 0, gfd;
+
+	if (damage)
+		memset(damage, 0, sizeof(*damage));
+	if (!seq && (r = read_current(cp->dirfd, &seq)) < 0)
+		return r;
+	if (!seq)
+		return -ENOENT;
+	if ((gfd = open_gen(cp, seq)) < 0)
+		return gfd;
+	if ((r = manifest_read(gfd, seq, &m)) < 0)
+		damage_set(damage, seq, r, "");
+	for (size_t i = 0; r == 0 && i < m.n; i++)
+		if ((r = check_file(gfd, &m.e[i], NULL)) < 0)
+			damage_set(damage, seq, r, m.e[i].name);
+	manifest_free(&m);
+	fsafe__close(gfd);
+	return r;
+}
+
+/* ---- open and close ----------------------------------------------------------- */
+
+/* mkdir `path` (relative to dirfd) and make its entry durable. */
+static int make_dir(int dirfd, const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	int pfd = dirfd, r;
+
+	if (slash && slash[1] == '\0')
+		return -EINVAL;
+	if (slash) {
+		char *parent = strndup(path, (size_t)(slash - path) + 1);
+		if (!parent)
+			return -ENOMEM;
+		pfd = fsafe__open_dir(dirfd, parent);
+		free(parent);
+		if (pfd < 0)
+			return pfd;
+	} else if (dirfd == AT_FDCWD) {
+		if ((pfd = fsafe__open_dir(AT_FDCWD, ".")) < 0)
+			return pfd;
+	}
+	r = fsafe__mkdirat(pfd, slash ? slash + 1 : path, 0755);
+	if (r == 0)
+		r = fsafe__fsync(pfd);
+	if (pfd != dirfd)
+		fsafe__close(pfd);
+	return r == -EEXIST ? 0 : r;
+}
+
+static int load_opts(fsafe_checkpoint *cp,
+                     const struct fsafe_checkpoint_opts *opts)
+{
+	struct fsafe_checkpoint_opts o = { 0 };
+	unsigned known = FSAFE_CHECKPOINT_NO_WAIT | FSAFE_CHECKPOINT_CREATE |
+	                 FSAFE_CHECKPOINT_READ_ONLY | FSAFE_CHECKPOINT_NO_LINK;
+
+	if (opts) {
+		size_t n = opts->size ? opts->size : sizeof(o);
+		memcpy(&o, opts, n < sizeof(o) ? n : sizeof(o));
+	}
+	if ((o.flags & ~known) ||
+	    (o.revision && (strlen(o.revision) > FSAFE_CHECKPOINT_REVISION_MAX ||
+	                    has_control(o.revision))))
+		return -EINVAL;
+	cp->flags = o.flags;
+	cp->keep = o.keep ? o.keep : FSAFE_CHECKPOINT_KEEP;
+	cp->mode = o.mode;
+	cp->have_revision = o.revision != NULL;
+	cp->revision = strdup(o.revision ? o.revision : "");
+	return cp->revision ? 0 : -ENOMEM;
+}
+
+/*
+ * The marker: created at open, removed by a clean close. Finding it means
+ * the last writer died holding the checkpoint. It is made durable (with
+ * the directory sync) before anything else changes, so a power cut after
+ * any change still finds it.
+ */
+static int mark_open(fsafe_checkpoint *cp)
+{
+	int fd = fsafe__openat(cp->dirfd, FSAFE__CKPT_MARKER,
+	                       O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
+
+	if (fd == -EEXIST)
+		cp->unclean = true;
+	else if (fd < 0)
+		return fd;
+	fsafe__close(fd);
+	return fsafe__fsync(cp->dirfd);
+}
+
+static int open_writer(fsafe_checkpoint *cp)
+{
+	struct fsafe_lock_opts lo = FSAFE_LOCK_OPTS_INIT;
+	int r;
+
+	if (cp->flags & FSAFE_CHECKPOINT_NO_WAIT)
+		lo.flags |= FSAFE_LOCK_NO_WAIT;
+	if ((r = fsafe_lock_acquire(cp->dirfd, FSAFE__CKPT_LOCK, &lo,
+	                            &cp->lock)) < 0)
+		return r;
+	if ((r = read_current(cp->dirfd, &cp->current)) < 0 ||
+	    (r = mark_open(cp)) < 0)
+		return r;
+	if ((r = open_log(cp)) < 0)
+		return r;
+	/* The recovery: nothing a dead writer left may survive. Under the
+	   lock no live writer of ours can own a staging file here. */
+	if ((r = tidy(cp)) < 0)
+		return r;
+	r = fsafe_sweep(cp->dirfd, ".", 0, 0, NULL, NULL);
+	if (r < 0)
+		return r;
+	if (cp->unclean)
+		log_event(cp, FSAFE_CHECKPOINT_EV_RECOVERED, cp->current);
+	return 0;
+}
+
+static void cp_free(fsafe_checkpoint *cp)
+{
+	fsafe__close(cp->logfd);
+	fsafe__close(cp->dirfd);
+	free(cp->revision);
+	free(cp);
+}
+
+int fsafe_checkpoint_open(int dirfd, const char *path,
+                          const struct fsafe_checkpoint_opts *opts,
+                          fsafe_checkpoint **out)
+{
+	fsafe_checkpoint *cp = calloc(1, sizeof(*cp));
+	int r;
+
+	*out = NULL;
+	if (!cp)
+		return -ENOMEM;
+	cp->dirfd = cp->logfd = -1;
+	if (!path || !*path)
+		r = -EINVAL;
+	else if ((r = load_opts(cp, opts)) == 0 &&
+	         (cp->flags & FSAFE_CHECKPOINT_CREATE) &&
+	         !(cp->flags & FSAFE_CHECKPOINT_READ_ONLY))
+		r = make_dir(dirfd, path);
+	if (r == 0 && (cp->dirfd = fsafe__open_dir(dirfd, path)) < 0)
+		r = cp->dirfd;
+	if (r == 0 && (cp->flags & FSAFE_CHECKPOINT_READ_ONLY))
+		r = read_current(cp->dirfd, &cp->current);
+	else if (r == 0)
+		r = open_writer(cp);
+	if (r < 0) {
+		if (cp->lock && !cp->unclean)
+			fsafe__unlinkat(cp->dirfd, FSAFE__CKPT_MARKER, 0);
+		fsafe_lock_release(cp->lock);
+		cp_free(cp);
+		return r;
+	}
+	*out = cp;
+	return 0;
+}
+
+bool fsafe_checkpoint_was_unclean(const fsafe_checkpoint *cp)
+{
+	return cp->unclean;
+}
+
+uint64_t fsafe_checkpoint_current(const fsafe_checkpoint *cp)
+{
+	return cp->current;
+}
+
+int fsafe_checkpoint_close(fsafe_checkpoint *cp)
+{
+	int r = 0;
+
+	if (!cp)
+		return 0;
+	if (cp->lock) {
+		r = fsafe__unlinkat(cp->dirfd, FSAFE__CKPT_MARKER, 0);
+		if (r == 0)
+			r = fsafe__fsync(cp->dirfd);
+		int l = fsafe_lock_release(cp->lock);
+		if (r == 0)
+			r = l;
+	}
+	cp_free(cp);
+	return r;
+}
+
+/* ---- transactions ----------------------------------------------------------------- */
+
+struct txfile {
+	char *name;
+	uint64_t size;
+	char hash[65];
+};
+
+struct fsafe_checkpoint_tx {
+	fsafe_checkpoint *cp;
+	uint64_t seq;
+	int gfd;               /* the new generation */
+	int prevfd;            /* the current one, for links; or -1 */
+	struct manifest prev;  /* its manifest (n == 0 if none) */
+	fsafe_batch *batch;
+	struct txfile *f;
+	size_t n, cap;
+	struct fsafe_checkpoint_stream *streams; /* open ones */
+	int err;               /* first failure of an add or a stream */
+	struct fsafe_error werr;
+};
+
+struct fsafe_checkpoint_stream {
+	fsafe_checkpoint_tx *tx;
+	struct fsafe_checkpoint_stream *next, **prevp;
+	size_t idx;
+	fsafe_writer *w;
+	struct fsafe__sha256 c;
+	uint64_t size;
+	int err;
+};
+
+static void stream_unlink(fsafe_checkpoint_stream *s)
+{
+	*s->prevp = s->next;
+	if (s->next)
+		s->next->prevp = s->prevp;
+}
+
+static void tx_free(fsafe_checkpoint_tx *tx)
+{
+	while (tx->streams) {
+		fsafe_checkpoint_stream *s = tx->streams;
+		stream_unlink(s);
+		fsafe_writer_abort(s->w);
+		free(s);
+	}
+	for (size_t i = 0; i < tx->n; i++)
+		free(tx->f[i].name);
+	free(tx->f);
+	fsafe_batch_free(tx->batch);
+	manifest_free(&tx->prev);
+	fsafe__close(tx->gfd);
+	fsafe__close(tx->prevfd);
+	tx->cp->in_tx = false;
+	free(tx);
+}
+
+/* The previous generation, whose unchanged files a commit links. */
+static void tx_open_prev(fsafe_checkpoint_tx *tx)
+{
+	fsafe_checkpoint *cp = tx->cp;
+
+	tx->prevfd = -1;
+	if (!cp->current || (cp->flags & FSAFE_CHECKPOINT_NO_LINK))
+		return;
+	tx->prevfd = open_gen(cp, cp->current);
+	if (tx->prevfd >= 0 &&
+	    manifest_read(tx->prevfd, cp->current, &tx->prev) < 0)
+		tx->prevfd = fsafe__close(tx->prevfd);
+}
+
+int fsafe_checkpoint_begin(fsafe_checkpoint *cp, fsafe_checkpoint_tx **out)
+{
+	char name[GEN_NAME_LEN + 1];
+	fsafe_checkpoint_tx *tx;
+	int r;
+
+	*out = NULL;
+	if (!cp->lock)
+		return -EROFS;
+	if (cp->in_tx)
+		return -EBUSY;
+	if (cp->current >= GEN_MAX)
+		return -EOVERFLOW;
+	/* A failed commit whose cleanup failed too left a partial one. */
+	if ((r = tidy(cp)) < 0)
+		return r;
+	if (!(tx = calloc(1, sizeof(*tx))))
+		return -ENOMEM;
+	tx->cp = cp;
+	tx->seq = cp->current + 1;
+	tx->gfd = -1;
+	cp->in_tx = true;
+	tx_open_prev(tx);
+	gen_name(tx->seq, name);
+	if ((r = fsafe_batch_new(NULL, &tx->batch)) < 0 ||
+	    (r = fsafe__mkdirat(cp->dirfd, name, 0755)) < 0 ||
+	    (tx->gfd = open_gen(cp, tx->seq)) < 0) {
+		if (r == 0)
+			r = tx->gfd;
+		if (r != -EEXIST)
+			remove_gen(cp, tx->seq, false);
+		tx_free(tx);
+		return r;
+	}
+	*out = tx;
+	return 0;
+}
+
+static int tx_new_file(fsafe_checkpoint_tx *tx, const char *name)
+{
+	int r = check_file_name(name);
+
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < tx->n; i++)
+		if (strcmp(tx->f[i].name, name) == 0)
+			return -EEXIST;
+	if (tx->n == tx->cap) {
+		size_t cap = tx->cap ? 2 * tx->cap : 16;
+		struct txfile *nf = realloc(tx->f, cap * sizeof(*nf));
+		if (!nf)
+			return -ENOMEM;
+		tx->f = nf, tx->cap = cap;
+	}
+	memset(&tx->f[tx->n], 0, sizeof(tx->f[0]));
+	if (!(tx->f[tx->n].name = strdup(name)))
+		return -ENOMEM;
+	return (int)tx->n++;
+}
+
+/*
+ * Link file i from the previous generation if it has the same content
+ * there. The old copy is re-read first: a damaged file must not be
+ * carried into the new generation under a hash it no longer has. Linking
+ * is safe because no generation's file is ever written again: every write
+ * makes a new inode.
+ */
+static bool tx_try_link(fsafe_checkpoint_tx *tx, size_t i)
+{
+	const struct txfile *f = &tx->f[i];
+	struct entry key = { .name = f->name };
+	const struct entry *e;
+
+	if (tx->prevfd < 0 || !tx->prev.n)
+		return false;
+	e = bsearch(&key, tx->prev.e, tx->prev.n, sizeof(key), cmp_entry);
+	if (!e || e->size != f->size || strcmp(e->hash, f->hash) ||
+	    check_file(tx->prevfd, e, NULL) < 0)
+		return false;
+	return fsafe__linkat(tx->prevfd, f->name, tx->gfd, f->name, 0) == 0;
+}
+
+static struct fsafe_write_opts tx_wopts(fsafe_checkpoint_tx *tx)
+{
+	struct fsafe_write_opts o = FSAFE_WRITE_OPTS_INIT;
+
+	o.mode = tx->cp->mode;
+	o.error = &tx->werr;
+	return o;
+}
+
+static int tx_fail(fsafe_checkpoint_tx *tx, int r)
+{
+	if (r < 0 && !tx->err)
+		tx->err = r;
+	return r;
+}
+
+int fsafe_checkpoint_add(fsafe_checkpoint_tx *tx, const char *name,
+                         const void *buf, size_t len)
+{
+	struct fsafe__sha256 c;
+	uint8_t d[32];
+	int i = tx_new_file(tx, name);
+
+	if (i < 0)
+		return i == -EINVAL || i == -EEXIST ? i : tx_fail(tx, i);
+	if (!buf && len)
+		return tx_fail(tx, -EINVAL);
+	fsafe__sha256_init(&c);
+	fsafe__sha256_update(&c, buf, len);
+	fsafe__sha256_final(&c, d);
+	fsafe__sha256_hex(d, tx->f[i].hash);
+	tx->f[i].size = len;
+	if (tx_try_link(tx, (size_t)i))
+		return 0;
+	struct fsafe_write_opts o = tx_wopts(tx);
+	int r = fsafe_batch_add(tx->batch, tx->gfd, name, buf, len, &o);
+	return r < 0 ? tx_fail(tx, r) : 0;
+}
+
+int fsafe_checkpoint_add_stream(fsafe_checkpoint_tx *tx, const char *name,
+                                fsafe_checkpoint_stream **out)
+{
+	fsafe_checkpoint_stream *s;
+	int i = tx_new_file(tx, name);
+
+	*out = NULL;
+	if (i < 0)
+		return i == -EINVAL || i == -EEXIST ? i : tx_fail(tx, i);
+	if (!(s = calloc(1, sizeof(*s))))
+		return tx_fail(tx, -ENOMEM);
+	struct fsafe_write_opts o = tx_wopts(tx);
+	int r = fsafe_writer_open(tx->gfd, name, &o, &s->w);
+	if (r < 0) {
+		free(s);
+		return tx_fail(tx, r);
+	}
+	s->tx = tx;
+	s->idx = (size_t)i;
+	fsafe__sha256_init(&s->c);
+	s->next = tx->streams;
+	s->prevp = &tx->streams;
+	if (s->next)
+		s->next->prevp = &s->next;
+	tx->streams = s;
+	*out = s;
+	return 0;
+}
+
+int fsafe_checkpoint_stream_write(fsafe_checkpoint_stream *s, const void *buf,
+                                  size_t len)
+{
+	if (s->err)
+		return s->err;
+	int r = fsafe_writer_write(s->w, buf, len);
+	if (r < 0)
+		return s->err = r;
+	fsafe__sha256_update(&s->c, buf, len);
+	s->size += len;
+	return 0;
+}
+
+int fsafe_checkpoint_stream_close(fsafe_checkpoint_stream *s)
+{
+	fsafe_checkpoint_tx *tx = s->tx;
+	struct txfile *f = &tx->f[s->idx];
+	uint8_t d[32];
+	int r = s->err;
+
+	fsafe__sha256_final(&s->c, d);
+	fsafe__sha256_hex(d, f->hash);
+	f->size = s->size;
+	stream_unlink(s);
+	if (r == 0 && tx_try_link(tx, s->idx)) {
+		/* Same bytes as before: drop the stage, skip its sync. */
+		fsafe_writer_abort(s->w);
+	} else if (r == 0) {
+		r = fsafe_batch_add_writer(tx->batch, s->w);
+		r = r < 0 ? r : 0;
+	} else {
+		fsafe_writer_abort(s->w);
+	}
+	free(s);
+	return tx_fail(tx, r);
+}
+
+static int cmp_txfile(const void *a, const void *b)
+{
+	return strcmp(((const struct txfile *)a)->name,
+	              ((const struct txfile *)b)->name);
+}
+
+static int tx_manifest(fsafe_checkpoint_tx *tx, struct sbuf *s)
+{
+	struct manifest m = { .seq = tx->seq, .time_ms = now_ms(),
+	                      .revision = tx->cp->revision, .n = tx->n };
+	int r;
+
+	if (tx->n)
+		qsort(tx->f, tx->n, sizeof(*tx->f), cmp_txfile);
+	if (!(m.e = calloc(tx->n ? tx->n : 1, sizeof(*m.e))))
+		return -ENOMEM;
+	for (size_t i = 0; i < tx->n; i++) {
+		m.e[i].name = tx->f[i].name;
+		m.e[i].size = tx->f[i].size;
+		memcpy(m.e[i].hash, tx->f[i].hash, sizeof(m.e[i].hash));
+	}
+	r = manifest_format(&m, s);
+	free(m.e);
+	return r;
+}
+
+/* The batch's first failure, as an errno: a directory sync that failed
+   after publishing is still a failure of the whole generation. */
+static int batch_error(fsafe_checkpoint_tx *tx)
+{
+	for (size_t i = 0; i < fsafe_batch_count(tx->batch); i++) {
+		int r = fsafe_batch_result(tx->batch, i);
+		if (r == FSAFE_ENOTDURABLE)
+			return tx->werr.sys_errno > 0 ? -tx->werr.sys_errno
+			                              : -EIO;
+		if (r < 0)
+			return r;
+	}
+	return -EIO;
+}
+
+/* Files, manifest, the generation directory, and its entry: durable. */
+static int tx_write_gen(fsafe_checkpoint_tx *tx)
+{
+	struct sbuf s = { 0 };
+	struct fsafe_write_opts o = tx_wopts(tx);
+	int r = tx_manifest(tx, &s);
+
+	if (r == 0)
+		r = fsafe_batch_add(tx->batch, tx->gfd, FSAFE__CKPT_MANIFEST,
+		                    s.p, s.n, &o);
+	if (r >= 0)
+		r = fsafe_batch_commit(tx->batch) ? batch_error(tx) : 0;
+	free(s.p);
+	if (r == 0)
+		r = fsafe__fsync(tx->cp->dirfd);
+	return r;
+}
+
+int fsafe_checkpoint_commit(fsafe_checkpoint_tx *tx, uint64_t *generation)
+{
+	fsafe_checkpoint *cp = tx->cp;
+	uint64_t seq = tx->seq;
+	int r = tx->streams ? -EBUSY : tx->err;
+
+	if (r == 0)
+		r = tx_write_gen(tx);
+	if (r == 0)
+		r = write_current(cp, seq);
+	tx_free(tx);
+	if (r < 0 && r != FSAFE_ENOTDURABLE) {
+		/* CURRENT still names the old set; this one goes (if that
+		   fails too, the next open or begin removes it). */
+		remove_gen(cp, seq, false);
+		return r;
+	}
+	cp->current = seq;
+	if (generation)
+		*generation = seq;
+	log_event(cp, FSAFE_CHECKPOINT_EV_SAVED, seq);
+	/* Older generations go only once CURRENT is durable. */
+	if (r == 0)
+		tidy(cp);
+	return r;
+}
+
+void fsafe_checkpoint_abort(fsafe_checkpoint_tx *tx)
+{
+	if (!tx)
+		return;
+	fsafe_checkpoint *cp = tx->cp;
+	uint64_t seq = tx->seq;
+
+	tx_free(tx);
+	remove_gen(cp, seq, false);
+}
