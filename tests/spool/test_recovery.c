@@ -213,6 +213,26 @@ static void test_stale_frames_rejected(void **state)
 	free(old);
 }
 
+/* A frame of the same segment replayed after itself: right checksum and
+   salt; only its number and position give it away. */
+static void test_replayed_frame_rejected(void **state)
+{
+	struct fx *f = *state;
+	size_t len, off = FSAFE__SEG_HDR, lastoff = 0;
+
+	fill(f, 0, 30);
+	char *b = tu_get(f->sp, "00000000000000000001.seg", &len);
+	while (off < len) {
+		lastoff = off;
+		off += FSAFE__FRAME_HDR + (size_t)(unsigned char)b[off + 4] +
+		       ((size_t)(unsigned char)b[off + 5] << 8);
+	}
+	assert_int_equal(off, len);
+	append_raw(seg_path(f, 1), b + lastoff, len - lastoff);
+	expect_records(f, 1, 30, 0, true);
+	free(b);
+}
+
 /* A frame copied from another segment carries the wrong salt, number or
    position, whichever it is. */
 static void test_foreign_frame_rejected(void **state)
@@ -436,6 +456,7 @@ int main(void)
 		T(test_zero_and_garbage_tail),
 		T(test_stale_frames_rejected),
 		T(test_foreign_frame_rejected),
+		T(test_replayed_frame_rejected),
 		T(test_middle_bit_flip_quarantined),
 		T(test_middle_truncated_quarantined),
 		T(test_bad_last_header),
