@@ -1,8 +1,15 @@
 /* Every module's power-loss workloads: one line per module. */
 #include "power.h"
 
+extern const struct pw_workload pw_store_workloads[]; /* store */
+extern const size_t pw_store_nworkloads;
+
+extern const struct pw_workload pw_checkpoint_workloads[]; extern const size_t pw_checkpoint_nworkloads; /* checkpoint */
+
 static const struct pw_suite suites[] = {
 	{ pw_core_workloads, &pw_core_nworkloads },
+	{ pw_checkpoint_workloads, &pw_checkpoint_nworkloads },
+	{ pw_store_workloads, &pw_store_nworkloads },
 };
 
 size_t pw_workload_count(void)
