@@ -46,6 +46,8 @@ _Static_assert(16 + 12 + 8 + 8 + 12 + 4 == FSAFE_INBOX_ID_LEN, "id width");
 #define OWNER_NAME "owner"
 #define REASON_SUFFIX ".reason"
 #define DIR_MAX (2 + FSAFE_INBOX_NAME_MAX + 1)
+/* A claim directory still being born (b-) is left alone this long. */
+#define BIRTH_GRACE_MS 60000
 
 struct fsafe_inbox {
 	int dirfd, newfd, claimedfd, quarfd, donefd;
@@ -401,27 +403,34 @@ static bool valid_name(const char *name)
 	return true;
 }
 
-/* A process consumer: its own directory, and the owner record in it
-   durable before any claim can land there. */
+/*
+ * A process consumer's directory is born whole: made as claimed/b-<token>,
+ * given its owner record (durably), then renamed to claimed/p-<token>. So
+ * every p- directory has a record and recovery never has to guess about
+ * one; a b- directory holds no claim, ever.
+ */
 static int open_process_dir(fsafe_inbox_consumer *c)
 {
 	struct fsafe_write_opts wo = FSAFE_WRITE_OPTS_INIT;
 	struct fsafe_lock_owner me;
-	char rec[FSAFE__OWNER_MAX];
-	int r;
+	char rec[FSAFE__OWNER_MAX], tmp[DIR_MAX + 1];
+	int r, n;
 
 	if ((r = fsafe__owner_self(&me, false)) < 0)
 		return r;
+	snprintf(tmp, sizeof(tmp), "b-%s", me.token);
 	snprintf(c->dir, sizeof(c->dir), "p-%s", me.token);
-	if ((r = fsafe__mkdirat(c->ib->claimedfd, c->dir, 0777)) < 0 ||
-	    (r = fsafe__fsync(c->ib->claimedfd)) < 0 ||
-	    (c->fd = fsafe__open_dir(c->ib->claimedfd, c->dir)) < 0)
+	if ((r = fsafe__mkdirat(c->ib->claimedfd, tmp, 0777)) < 0 ||
+	    (c->fd = fsafe__open_dir(c->ib->claimedfd, tmp)) < 0)
 		return r < 0 ? r : c->fd;
-	int n = fsafe__owner_format(&me, rec, sizeof(rec));
-	if (n < 0)
+	if ((n = fsafe__owner_format(&me, rec, sizeof(rec))) < 0)
 		return n;
 	wo.flags = FSAFE_CREATE_ONLY | FSAFE_NO_FOLLOW;
-	return fsafe_write_fileat(c->fd, OWNER_NAME, rec, (size_t)n, &wo);
+	if ((r = fsafe_write_fileat(c->fd, OWNER_NAME, rec, (size_t)n, &wo)) < 0 ||
+	    (r = fsafe__renameat(c->ib->claimedfd, tmp, c->ib->claimedfd,
+	                         c->dir)) < 0)
+		return r;
+	return fsafe__fsync(c->ib->claimedfd);
 }
 
 static int open_named_dir(fsafe_inbox_consumer *c, const char *name)
@@ -545,17 +554,32 @@ int fsafe_inbox_release_all(fsafe_inbox_consumer *c)
 	return n;
 }
 
-/* Remove a dead or closed process consumer's directory: its record (and
-   any stage of it), then the directory, durably. */
-static int remove_process_dir(fsafe_inbox *ib, int cfd, const char *dir)
+/*
+ * Remove a dead or closed process consumer's directory, its claims already
+ * returned. It is first renamed p- -> x-, so a crash in the middle never
+ * leaves a p- directory without its record; an x- directory is garbage,
+ * finished by the next recovery. Another recoverer may be doing
+ * the same: what it already did is no error.
+ */
+static int retire(fsafe_inbox *ib, int cfd, const char *dir)
 {
-	int r = fsafe_sweep(cfd, ".", 0, 0, NULL, NULL);
+	char t[DIR_MAX + 1];
+	int r;
 
-	if (r < 0)
+	if (dir[0] == 'p') {
+		snprintf(t, sizeof(t), "x%s", dir + 1);
+		r = fsafe__renameat(ib->claimedfd, dir, ib->claimedfd, t);
+		if (r < 0)
+			return r == -ENOENT ? 0 : r;
+		dir = t;
+	}
+	if ((r = fsafe_sweep(cfd, ".", 0, 0, NULL, NULL)) < 0)
 		return r;
 	if ((r = fsafe__unlinkat(cfd, OWNER_NAME, 0)) < 0 && r != -ENOENT)
 		return r;
 	r = fsafe__unlinkat(ib->claimedfd, dir, AT_REMOVEDIR);
+	if (r == -ENOTEMPTY || r == -EEXIST)
+		return 0; /* a racing recoverer still moving claims out */
 	if (r < 0 && r != -ENOENT)
 		return r;
 	return fsafe__fsync(ib->claimedfd);
@@ -569,7 +593,7 @@ int fsafe_inbox_consumer_close(fsafe_inbox_consumer *c)
 		return 0;
 	if (!c->named) {
 		r = return_all(c->ib, c->fd);
-		r = r < 0 ? r : remove_process_dir(c->ib, c->fd, c->dir);
+		r = r < 0 ? r : retire(c->ib, c->fd, c->dir);
 	}
 	consumer_free(c);
 	return r < 0 ? r : 0;
@@ -948,15 +972,21 @@ static int recover_one(fsafe_inbox *ib, const char *dir,
 
 	if (cfd < 0)
 		return cfd == -ENOENT || cfd == -ENOTDIR ? 0 : cfd;
+	if (dir[0] == 'x') {
+		/* Retired by someone who died before finishing. */
+		r = return_all(ib, cfd);
+		r = r < 0 ? r : retire(ib, cfd, dir);
+		fsafe__close(cfd);
+		return r;
+	}
 	fd = fsafe__openat(cfd, OWNER_NAME, O_RDONLY | O_NOFOLLOW, 0);
-	if (fd == -ENOENT) {
-		/* Died before its record was whole: no claim can be here
-		   (claims follow the durable record), so an empty directory
-		   goes; anything else is left for a human. */
-		r = fsafe_sweep(cfd, ".", 0, 0, NULL, NULL);
-		if (r >= 0)
-			r = fsafe__unlinkat(ib->claimedfd, dir, AT_REMOVEDIR);
-		rep->unjudged += r < 0;
+	if (fd == -ENOENT && dir[0] == 'b') {
+		/* A consumer being born, or one that died before its record
+		   was whole. It holds no claim, so age may judge it. */
+		struct stat st;
+		if (fsafe__fstat(cfd, &st) == 0 &&
+		    now_ms() - (int64_t)st.st_mtime * 1000 > BIRTH_GRACE_MS)
+			retire(ib, cfd, dir); /* best effort: litter only */
 		fsafe__close(cfd);
 		return 0;
 	}
@@ -972,8 +1002,8 @@ static int recover_one(fsafe_inbox *ib, const char *dir,
 	r = return_all(ib, cfd);
 	if (r >= 0) {
 		rep->returned += (unsigned)r;
-		r = remove_process_dir(ib, cfd, dir);
-		rep->consumers += r == 0;
+		r = retire(ib, cfd, dir);
+		rep->consumers += r == 0 && dir[0] == 'p';
 	}
 	fsafe__close(cfd);
 	return r < 0 ? r : 0;
@@ -990,7 +1020,7 @@ static int recover_entry(void *arg, const char *name)
 	char dir[DIR_MAX + 1];
 
 	/* Named consumers are never judged. */
-	if (strncmp(name, "p-", 2) != 0 || strlen(name) > DIR_MAX)
+	if (!strchr("pbx", name[0]) || name[1] != '-' || strlen(name) > DIR_MAX)
 		return 0;
 	snprintf(dir, sizeof(dir), "%s", name);
 	return recover_one(rc->ib, dir, &rc->ib->self, &rc->rep);

@@ -14,6 +14,9 @@
  *   claimed/p-<token>/   claims of a process consumer, with its owner
  *                record ("owner", the lock's record format)
  *   claimed/n-<name>/    claims of a named consumer (no owner record)
+ *   claimed/b-<token>/, x-<token>/   a process consumer being born (no
+ *                claim yet) or being retired (claims returned); recovery
+ *                clears what a crash leaves of either
  *   done/        acknowledged messages, with FSAFE_INBOX_KEEP_DONE
  *   quarantine/  files found in new/ that are not whole messages, each
  *                with "<name>.reason" saying why
