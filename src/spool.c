@@ -313,6 +313,7 @@ struct fsafe_spool {
 	uint64_t tail;  /* its valid length: where the next frame goes */
 	uint64_t next_seq, durable_seq; /* records below durable_seq synced */
 	uint64_t written_gen, synced_gen; /* group commit generations */
+	uint64_t flushes, synced_flushes; /* pwrites done / covered by a sync */
 	bool syncing;
 	int broken;     /* sticky append error */
 	unsigned char *wbuf;
@@ -717,6 +718,7 @@ static int wbuf_flush(fsafe_spool *s)
 		done += (size_t)n;
 	}
 	s->tail += s->wlen;
+	s->flushes += s->wlen > 0;
 	s->wlen = 0;
 	return 0;
 }
@@ -745,8 +747,11 @@ static int roll_over(fsafe_spool *s)
 
 	wait_sync_idle(s);
 	if (s->wfd >= 0) {
-		if ((r = fsafe__fdatasync(s->wfd)) < 0)
+		/* (Skipped when the last group commit already covered it.) */
+		if (s->flushes != s->synced_flushes &&
+		    (r = fsafe__fdatasync(s->wfd)) < 0)
 			return r;
+		s->synced_flushes = s->flushes;
 		s->synced_gen = s->written_gen;
 		s->durable_seq = s->next_seq;
 		s->wfd = fsafe__close(s->wfd);
@@ -825,6 +830,7 @@ static int wait_durable(fsafe_spool *s, uint64_t gen)
 			continue;
 		}
 		uint64_t target = s->written_gen, seq = s->next_seq;
+		uint64_t flushes = s->flushes;
 		int fd = s->wfd;
 		s->syncing = true;
 		pthread_mutex_unlock(&s->mu);
@@ -836,6 +842,7 @@ static int wait_durable(fsafe_spool *s, uint64_t gen)
 		} else if (target > s->synced_gen) {
 			s->synced_gen = target;
 			s->durable_seq = seq;
+			s->synced_flushes = flushes;
 		}
 		pthread_cond_broadcast(&s->cv);
 	}
