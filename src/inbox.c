@@ -262,14 +262,15 @@ static int create_top(int dirfd, const char *path)
 	if (r <= 0)
 		return r;
 	const char *slash = strrchr(path, '/');
-	char parent[4096];
-	if (!slash)
-		return fsafe__fsync(dirfd);
-	size_t n = slash == path ? 1 : (size_t)(slash - path);
-	if (n >= sizeof(parent))
-		return -ENAMETOOLONG;
-	memcpy(parent, path, n);
-	parent[n] = '\0';
+	char parent[4096] = ".";
+	if (slash) {
+		size_t n = slash == path ? 1 : (size_t)(slash - path);
+		if (n >= sizeof(parent))
+			return -ENAMETOOLONG;
+		memcpy(parent, path, n);
+		parent[n] = '\0';
+	}
+	/* dirfd may be AT_FDCWD: open the parent rather than sync dirfd. */
 	int fd = fsafe__open_dir(dirfd, parent);
 	if (fd < 0)
 		return fd;

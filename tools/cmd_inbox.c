@@ -1,0 +1,396 @@
+/*
+ * fsafe inbox: a durable directory inbox from the shell.
+ *
+ * A CLI process exits between `take` and `ack`, so its claims cannot be
+ * owned by it: they belong to a named consumer (--consumer NAME, default
+ * "cli") whose claim directory has no owner record. `recover` never
+ * returns such claims; `release ID`, or `recover --consumer NAME` (the
+ * operator declaring that consumer gone), does.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "cli_duration.h"
+#include "cli_util.h"
+#include "fsafe.h"
+
+/* Exit status when there was nothing to take (or --timeout passed). */
+enum { CLI_EMPTY = 3 };
+
+static const char usage[] =
+	"usage: fsafe inbox DIR put [FILE|-]\n"
+	"       fsafe inbox DIR take [--wait] [--timeout D] [--content]\n"
+	"       fsafe inbox DIR ack ID | release ID\n"
+	"       fsafe inbox DIR recover [--older-than D] [--consumer NAME]\n"
+	"       fsafe inbox DIR ls\n";
+
+static const char help[] =
+	"A durable inbox: put delivers FILE (or standard input) and prints\n"
+	"its id; take claims the oldest message and prints \"ID PATH\" (or,\n"
+	"with --content, writes the message to standard output and \"ID\" to\n"
+	"standard error); ack removes a claimed message, release returns it;\n"
+	"recover returns the claims of dead consumer processes and sweeps\n"
+	"abandoned staging files; ls lists new, claimed and quarantined\n"
+	"entries.\n"
+	"\n"
+	"  -c, --consumer NAME    the named consumer that owns take's claims\n"
+	"                         (default \"cli\"); recover returns them only\n"
+	"                         when given this option\n"
+	"  -w, --wait             take: wait for a message\n"
+	"  -t, --timeout D        take: wait at most D (implies --wait)\n"
+	"  -p, --content          take: the content, not the path\n"
+	"  -o, --older-than D     recover: sweep staging files older than D\n"
+	"                         (default 1h; a live writer's never go)\n"
+	"  -k, --keep-done        ack moves into DIR/done instead of removing\n"
+	"  -m, --max-size BYTES   refuse (put) or quarantine (take) larger\n"
+	"                         messages (default 64 MiB)\n"
+	"  -h, --help             this text\n"
+	"\n"
+	"Durations: a whole number with a unit: ms, s, m, h or d.\n"
+	"Exit status: 0 done, 1 failed, 2 usage error, 3 nothing to take.\n";
+
+struct inbox_args {
+	const char *dir, *verb, *arg, *consumer;
+	bool wait, content, recover_named, help;
+	uint64_t timeout_ms, older_ms, max;
+	unsigned flags;
+};
+
+static int parse_duration(const char *what, const char *s, uint64_t *ms)
+{
+	char why[128];
+
+	if (cli_parse_duration(s, ms) == 0)
+		return CLI_OK;
+	snprintf(why, sizeof(why), "%s: not a duration: '%s'", what, s);
+	return cli_usage_error("inbox", why, usage);
+}
+
+static int parse_option(int c, struct inbox_args *a, char **argv)
+{
+	char *end;
+
+	switch (c) {
+	case 'c': a->consumer = optarg; a->recover_named = true; break;
+	case 'w': a->wait = true; break;
+	case 't':
+		a->wait = true;
+		return parse_duration("--timeout", optarg, &a->timeout_ms);
+	case 'p': a->content = true; break;
+	case 'o': return parse_duration("--older-than", optarg, &a->older_ms);
+	case 'k': a->flags |= FSAFE_INBOX_KEEP_DONE; break;
+	case 'm':
+		errno = 0;
+		a->max = strtoull(optarg, &end, 10);
+		if (errno || *end || !*optarg || a->max == 0)
+			return cli_usage_error("inbox", "--max-size: not a "
+			                       "positive number", usage);
+		break;
+	case 'h': a->help = true; break;
+	default: return cli_bad_option("inbox", argv, c, usage);
+	}
+	return CLI_OK;
+}
+
+static int parse_args(int argc, char **argv, struct inbox_args *a)
+{
+	static const struct option longopts[] = {
+		{ "consumer", required_argument, NULL, 'c' },
+		{ "wait", no_argument, NULL, 'w' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "content", no_argument, NULL, 'p' },
+		{ "older-than", required_argument, NULL, 'o' },
+		{ "keep-done", no_argument, NULL, 'k' },
+		{ "max-size", required_argument, NULL, 'm' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	const char *pos[3] = { NULL, NULL, NULL };
+	int c, r, npos = 0;
+
+	opterr = 0;
+	/* Options may come anywhere: "+" is not used, positional words are
+	   collected as getopt permutes them to the end. */
+	while ((c = getopt_long(argc, argv, ":c:wt:po:km:h", longopts,
+	                        NULL)) != -1)
+		if ((r = parse_option(c, a, argv)) != CLI_OK)
+			return r;
+	if (a->help)
+		return CLI_OK;
+	for (int i = optind; i < argc; i++) {
+		if (npos == 3)
+			return cli_usage_error("inbox", "too many arguments",
+			                       usage);
+		pos[npos++] = argv[i];
+	}
+	if (npos < 2)
+		return cli_usage_error("inbox", "DIR and a command are needed",
+		                       usage);
+	a->dir = pos[0];
+	a->verb = pos[1];
+	a->arg = pos[2];
+	return CLI_OK;
+}
+
+/* ---- put ----------------------------------------------------------------- */
+
+/* The whole of fd, up to max bytes (-EMSGSIZE beyond). */
+static int slurp(int fd, uint64_t max, char **out, size_t *len)
+{
+	size_t cap = 65536, n = 0;
+	char *buf = malloc(cap);
+
+	for (;;) {
+		if (!buf)
+			return -ENOMEM;
+		ssize_t k = read(fd, buf + n, cap - n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0) {
+			free(buf);
+			return -errno;
+		}
+		if (k == 0)
+			break;
+		n += (size_t)k;
+		if (n > max) {
+			free(buf);
+			return -EMSGSIZE;
+		}
+		if (n == cap) {
+			char *b = realloc(buf, cap *= 2);
+			if (!b)
+				free(buf);
+			buf = b;
+		}
+	}
+	*out = buf;
+	*len = n;
+	return 0;
+}
+
+static int do_put(fsafe_inbox *ib, const struct inbox_args *a)
+{
+	const char *src = a->arg && strcmp(a->arg, "-") ? a->arg : NULL;
+	int fd = src ? open(src, O_RDONLY | O_CLOEXEC) : 0;
+	char id[FSAFE_INBOX_ID_LEN + 1], *buf = NULL;
+	size_t len = 0;
+	int r;
+
+	if (fd < 0) {
+		cli_warn("inbox put: %s: %s", src, strerror(errno));
+		return CLI_FAIL;
+	}
+	r = slurp(fd, a->max ? a->max : FSAFE_INBOX_MAX_DEFAULT, &buf, &len);
+	if (src)
+		close(fd);
+	if (r == 0)
+		r = fsafe_inbox_deliver(ib, buf, len, id);
+	free(buf);
+	if (r < 0 && r != FSAFE_ENOTDURABLE) {
+		cli_warn("inbox put %s: %s%s", a->dir, fsafe_strerror(r),
+		         r == -EMSGSIZE ? " (over --max-size)" : "");
+		return CLI_FAIL;
+	}
+	printf("%s\n", id);
+	if (r == FSAFE_ENOTDURABLE)
+		cli_warn("inbox put %s: delivered as %s, but %s", a->dir, id,
+		         fsafe_strerror(r));
+	return cli_flush_stdout("inbox") && r == 0 ? CLI_OK : CLI_FAIL;
+}
+
+/* ---- take, ack, release --------------------------------------------------- */
+
+static int take_waiting(fsafe_inbox_consumer *c, const struct inbox_args *a,
+                        fsafe_inbox_msg **m)
+{
+	uint64_t limit = a->timeout_ms ? a->timeout_ms : FSAFE_INBOX_FOREVER;
+	int r;
+
+	while ((r = fsafe_inbox_take(c, m)) == -EAGAIN && a->wait)
+		if ((r = fsafe_inbox_wait(c, limit)) < 0)
+			break;
+	return r;
+}
+
+static int print_taken(const fsafe_inbox_msg *m, const struct inbox_args *a)
+{
+	if (a->content) {
+		fwrite(fsafe_inbox_msg_data(m), 1, fsafe_inbox_msg_len(m),
+		       stdout);
+		fprintf(stderr, "%s\n", fsafe_inbox_msg_id(m));
+	} else {
+		size_t n = strlen(a->dir);
+		printf("%s %s%s%s\n", fsafe_inbox_msg_id(m), a->dir,
+		       n && a->dir[n - 1] == '/' ? "" : "/",
+		       fsafe_inbox_msg_path(m));
+	}
+	return cli_flush_stdout("inbox") ? CLI_OK : CLI_FAIL;
+}
+
+static int do_consumer(fsafe_inbox *ib, const struct inbox_args *a)
+{
+	fsafe_inbox_consumer *c;
+	fsafe_inbox_msg *m = NULL;
+	int r = fsafe_inbox_consumer_open(ib, a->consumer, &c), rc = CLI_FAIL;
+
+	if (r < 0) {
+		cli_warn("inbox %s: consumer %s: %s", a->dir, a->consumer,
+		         fsafe_strerror(r));
+		return CLI_FAIL;
+	}
+	if (!strcmp(a->verb, "take")) {
+		r = take_waiting(c, a, &m);
+		if (r == 0)
+			rc = print_taken(m, a);
+		else if (r == -EAGAIN || r == -ETIMEDOUT)
+			rc = CLI_EMPTY;
+		if (fsafe_inbox_quarantined(c))
+			cli_warn("inbox %s: %u bad files moved to quarantine/",
+			         a->dir, fsafe_inbox_quarantined(c));
+		fsafe_inbox_msg_free(m);
+	} else if (!strcmp(a->verb, "ack")) {
+		rc = (r = fsafe_inbox_ack(c, a->arg)) == 0 ? CLI_OK : CLI_FAIL;
+	} else if (!strcmp(a->verb, "release")) {
+		rc = (r = fsafe_inbox_release(c, a->arg)) == 0 ? CLI_OK
+		                                                : CLI_FAIL;
+	} else { /* recover --consumer NAME */
+		r = fsafe_inbox_release_all(c);
+		if (r >= 0)
+			printf("returned %d claims of consumer %s\n", r,
+			       a->consumer);
+		rc = r >= 0 && cli_flush_stdout("inbox") ? CLI_OK : CLI_FAIL;
+	}
+	if (rc == CLI_FAIL && r < 0)
+		cli_warn("inbox %s %s%s%s: %s", a->dir, a->verb,
+		         a->arg ? " " : "", a->arg ? a->arg : "",
+		         r == -ENOENT && a->arg ? "no such claim of this consumer"
+		                                : fsafe_strerror(r));
+	fsafe_inbox_consumer_close(c);
+	return rc;
+}
+
+/* ---- recover, ls ----------------------------------------------------------- */
+
+static int do_recover(fsafe_inbox *ib, const struct inbox_args *a)
+{
+	struct fsafe_inbox_recovery rep = { .size = sizeof(rep) };
+	int r = fsafe_inbox_recover(ib, a->older_ms, &rep);
+
+	if (r < 0) {
+		cli_warn("inbox %s recover: %s", a->dir, fsafe_strerror(r));
+		return CLI_FAIL;
+	}
+	printf("returned %u claims of %u dead consumers; swept %u staging "
+	       "files; %u consumers alive or not judged\n", rep.returned,
+	       rep.consumers, rep.swept, rep.unjudged);
+	return cli_flush_stdout("inbox") ? CLI_OK : CLI_FAIL;
+}
+
+/* Print "<kind> [<consumer> ]<name>" for each entry of dir/sub. */
+static bool list(const char *dir, const char *sub, const char *kind,
+                 const char *consumer)
+{
+	char path[4096];
+	struct dirent *e;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, sub);
+	DIR *d = opendir(path);
+	if (!d) {
+		cli_warn("inbox %s ls: %s: %s", dir, sub, strerror(errno));
+		return false;
+	}
+	while ((e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+		    fsafe_is_staging_name(e->d_name))
+			continue;
+		if (consumer && !strcmp(e->d_name, "owner"))
+			continue;
+		if (!consumer && !strcmp(kind, "claimed")) {
+			char inner[4096];
+			snprintf(inner, sizeof(inner), "claimed/%s", e->d_name);
+			/* n-NAME or p-TOKEN: show the consumer's name. */
+			list(dir, inner, kind, e->d_name);
+			continue;
+		}
+		if (consumer)
+			printf("%s %s %s\n", kind, consumer, e->d_name);
+		else
+			printf("%s %s\n", kind, e->d_name);
+	}
+	closedir(d);
+	return true;
+}
+
+static int do_ls(const struct inbox_args *a)
+{
+	bool ok = list(a->dir, "new", "new", NULL) &
+	          list(a->dir, "claimed", "claimed", NULL) &
+	          list(a->dir, "quarantine", "quarantine", NULL);
+
+	return ok && cli_flush_stdout("inbox") ? CLI_OK : CLI_FAIL;
+}
+
+/* ---- dispatch --------------------------------------------------------------- */
+
+static int check_verb(const struct inbox_args *a)
+{
+	static const char *const with_arg[] = { "ack", "release" };
+	static const char *const verbs[] = { "put", "take", "recover", "ls" };
+
+	for (size_t i = 0; i < 2; i++)
+		if (!strcmp(a->verb, with_arg[i]))
+			return a->arg ? CLI_OK
+			              : cli_usage_error("inbox", "ID is missing",
+			                                usage);
+	for (size_t i = 0; i < 4; i++)
+		if (!strcmp(a->verb, verbs[i]))
+			return a->arg && i != 0
+			               ? cli_usage_error("inbox",
+			                                 "too many arguments",
+			                                 usage)
+			               : CLI_OK;
+	return cli_usage_error("inbox", "unknown inbox command", usage);
+}
+
+int cmd_inbox(int argc, char **argv)
+{
+	struct inbox_args a = { .consumer = "cli", .older_ms = 3600000 };
+	struct fsafe_inbox_opts o = FSAFE_INBOX_OPTS_INIT;
+	fsafe_inbox *ib;
+	int r = parse_args(argc, argv, &a);
+
+	if (r != CLI_OK)
+		return r;
+	if (a.help) {
+		fputs(usage, stdout);
+		fputs(help, stdout);
+		return cli_flush_stdout("inbox") ? CLI_OK : CLI_FAIL;
+	}
+	if ((r = check_verb(&a)) != CLI_OK)
+		return r;
+	if (!strcmp(a.verb, "ls"))
+		return do_ls(&a);
+	o.flags = a.flags | (!strcmp(a.verb, "put") ? FSAFE_INBOX_CREATE : 0);
+	o.max_message = a.max;
+	if ((r = fsafe_inbox_open(AT_FDCWD, a.dir, &o, &ib)) < 0) {
+		cli_warn("inbox %s: %s", a.dir, fsafe_strerror(r));
+		return CLI_FAIL;
+	}
+	if (!strcmp(a.verb, "put"))
+		r = do_put(ib, &a);
+	else if (!strcmp(a.verb, "recover") && !a.recover_named)
+		r = do_recover(ib, &a);
+	else
+		r = do_consumer(ib, &a);
+	fsafe_inbox_close(ib);
+	return r;
+}
