@@ -4,12 +4,14 @@
 extern const struct pw_workload pw_store_workloads[]; /* store */
 extern const size_t pw_store_nworkloads;
 
+extern const struct pw_workload pw_checkpoint_workloads[]; extern const size_t pw_checkpoint_nworkloads; /* checkpoint */
 
 extern const struct pw_workload pw_spool_workloads[]; extern const size_t pw_spool_nworkloads; /* spool */
 
 static const struct pw_suite suites[] = {
 	{ pw_core_workloads, &pw_core_nworkloads },
 	{ pw_spool_workloads, &pw_spool_nworkloads },
+	{ pw_checkpoint_workloads, &pw_checkpoint_nworkloads },
 	{ pw_store_workloads, &pw_store_nworkloads },
 };
 

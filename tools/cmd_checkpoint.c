@@ -1,0 +1,423 @@
+/*
+ * fsafe checkpoint: save a set of files as one atomic checkpoint, load
+ * one back, list the generations, show the audit trail, verify hashes.
+ * Inspection (load, ls, log, verify) opens the checkpoint read-only, so it
+ * works while an application holds the writer's lock.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "cli_util.h"
+#include "fsafe.h"
+
+static const char usage[] =
+	"usage: fsafe checkpoint DIR save [--revision R] FILE...\n"
+	"       fsafe checkpoint DIR load [--generation N] [--fallback]\n"
+	"                                 [--revision R] OUTDIR\n"
+	"       fsafe checkpoint DIR ls|log|verify\n";
+
+static const char help[] =
+	"A checkpoint is a set of files saved and restored as one unit: after\n"
+	"any crash DIR holds the whole previous set or the whole new one.\n"
+	"\n"
+	"  save FILE...     save the FILEs (each under its base name) as a new\n"
+	"                   generation; prints its number\n"
+	"  load OUTDIR      write the current set into OUTDIR (each file\n"
+	"                   atomically), after checking every hash\n"
+	"  ls               the generations: time, revision, files and sizes\n"
+	"  log              the audit trail: time, pid, event, generation\n"
+	"  verify           check every generation's files against its hashes\n"
+	"\n"
+	"  -r, --revision R    save: the writer revision to record; load: the\n"
+	"                      one expected (a warning if it differs)\n"
+	"  -g, --generation N  load generation N instead of the current one\n"
+	"  -f, --fallback      load: if damaged, load the newest older intact\n"
+	"                      generation instead (with a warning)\n"
+	"  -h, --help          this text\n"
+	"\n"
+	"Exit status: 0 done, 1 failed (or damage found), 2 usage error.\n";
+
+struct ck_args {
+	const char *revision;
+	uint64_t generation;
+	bool fallback;
+};
+
+static int parse(int argc, char **argv, struct ck_args *a, bool *helped)
+{
+	static const struct option longopts[] = {
+		{ "revision", required_argument, NULL, 'r' },
+		{ "generation", required_argument, NULL, 'g' },
+		{ "fallback", no_argument, NULL, 'f' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	char *end;
+	int c;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":r:g:fh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'r': a->revision = optarg; break;
+		case 'f': a->fallback = true; break;
+		case 'g':
+			errno = 0;
+			a->generation = strtoull(optarg, &end, 10);
+			if (errno || *end || !a->generation || *optarg == '-')
+				return cli_usage_error("checkpoint",
+				        "--generation takes a positive number",
+				        usage);
+			break;
+		case 'h':
+			*helped = true;
+			fputs(usage, stdout);
+			fputs(help, stdout);
+			return cli_flush_stdout("checkpoint") ? CLI_OK : CLI_FAIL;
+		default:
+			return cli_bad_option("checkpoint", argv, c, usage);
+		}
+	}
+	return CLI_OK;
+}
+
+static int open_ck(const char *dir, unsigned flags, const char *revision,
+                   fsafe_checkpoint **cp)
+{
+	struct fsafe_checkpoint_opts o = FSAFE_CHECKPOINT_OPTS_INIT;
+
+	o.flags = flags;
+	o.revision = revision;
+	int r = fsafe_checkpoint_open(AT_FDCWD, dir, &o, cp);
+	if (r == -EWOULDBLOCK)
+		cli_warn("checkpoint %s: another writer holds it", dir);
+	else if (r < 0)
+		cli_warn("checkpoint %s: open: %s", dir, fsafe_strerror(r));
+	return r;
+}
+
+/* ---- save -------------------------------------------------------------- */
+
+static int stream_file(fsafe_checkpoint_tx *tx, const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	const char *name = slash ? slash + 1 : path;
+	fsafe_checkpoint_stream *s;
+	static char buf[1 << 16];
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), r;
+
+	if (fd < 0) {
+		cli_warn("checkpoint: %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	if ((r = fsafe_checkpoint_add_stream(tx, name, &s)) < 0) {
+		cli_warn("checkpoint: %s: %s%s", path, fsafe_strerror(r),
+		         r == -EEXIST ? " (two FILEs with one name)" : "");
+		close(fd);
+		return r;
+	}
+	while ((n = read(fd, buf, sizeof(buf))) > 0 &&
+	       (r = fsafe_checkpoint_stream_write(s, buf, (size_t)n)) == 0)
+		;
+	if (n < 0)
+		r = -errno;
+	int c = fsafe_checkpoint_stream_close(s);
+	r = r < 0 ? r : c;
+	if (r < 0)
+		cli_warn("checkpoint: %s: %s", path, fsafe_strerror(r));
+	close(fd);
+	return r;
+}
+
+static int do_save(const char *dir, char **files, int n,
+                   const struct ck_args *a)
+{
+	fsafe_checkpoint *cp;
+	fsafe_checkpoint_tx *tx;
+	uint64_t gen;
+	int r;
+
+	if (n == 0)
+		return cli_usage_error("checkpoint", "save: FILE is missing",
+		                       usage);
+	if (open_ck(dir, FSAFE_CHECKPOINT_CREATE | FSAFE_CHECKPOINT_NO_WAIT,
+	            a->revision, &cp) < 0)
+		return CLI_FAIL;
+	if ((r = fsafe_checkpoint_begin(cp, &tx)) < 0) {
+		cli_warn("checkpoint %s: begin: %s", dir, fsafe_strerror(r));
+		fsafe_checkpoint_close(cp);
+		return CLI_FAIL;
+	}
+	for (int i = 0; i < n && r == 0; i++)
+		r = stream_file(tx, files[i]);
+	if (r < 0) {
+		fsafe_checkpoint_abort(tx);
+	} else if ((r = fsafe_checkpoint_commit(tx, &gen)) < 0) {
+		cli_warn("checkpoint %s: commit: %s", dir, fsafe_strerror(r));
+	} else {
+		printf("%" PRIu64 "\n", gen);
+	}
+	int c = fsafe_checkpoint_close(cp);
+	if (c < 0)
+		cli_warn("checkpoint %s: close: %s", dir, fsafe_strerror(c));
+	return r < 0 || !cli_flush_stdout("checkpoint") ? CLI_FAIL : CLI_OK;
+}
+
+/* ---- load -------------------------------------------------------------- */
+
+static void warn_damage(const char *dir,
+                        const struct fsafe_checkpoint_damage *d)
+{
+	if (!d->generation)
+		return;
+	cli_warn("checkpoint %s: generation %" PRIu64 " is damaged: %s: %s",
+	         dir, d->generation, d->file[0] ? d->file : "manifest",
+	         fsafe_strerror(d->code));
+}
+
+static int write_out(const char *outdir, const fsafe_checkpoint_snapshot *s)
+{
+	struct fsafe_write_opts o = FSAFE_WRITE_OPTS_INIT;
+
+	if (mkdir(outdir, 0777) < 0 && errno != EEXIST) {
+		cli_warn("checkpoint: %s: %s", outdir, strerror(errno));
+		return -errno;
+	}
+	int dfd = open(outdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0) {
+		cli_warn("checkpoint: %s: %s", outdir, strerror(errno));
+		return -errno;
+	}
+	int r = 0;
+	for (size_t i = 0; i < fsafe_checkpoint_snapshot_count(s) && r >= 0;
+	     i++) {
+		const char *name = fsafe_checkpoint_snapshot_name(s, i);
+		r = fsafe_write_fileat(dfd, name,
+		                       fsafe_checkpoint_snapshot_data(s, i),
+		                       fsafe_checkpoint_snapshot_size(s, i), &o);
+		if (r < 0)
+			cli_warn("checkpoint: %s/%s: %s", outdir, name,
+			         fsafe_strerror(r));
+	}
+	close(dfd);
+	return r;
+}
+
+static int do_load(const char *dir, char **rest, int n,
+                   const struct ck_args *a)
+{
+	struct fsafe_checkpoint_load_opts lo = FSAFE_CHECKPOINT_LOAD_OPTS_INIT;
+	struct fsafe_checkpoint_damage dm;
+	fsafe_checkpoint_snapshot *s;
+	fsafe_checkpoint *cp;
+
+	if (n != 1)
+		return cli_usage_error("checkpoint", n ? "load: one OUTDIR"
+		                                       : "load: OUTDIR is missing",
+		                       usage);
+	if (open_ck(dir, FSAFE_CHECKPOINT_READ_ONLY, a->revision, &cp) < 0)
+		return CLI_FAIL;
+	lo.generation = a->generation;
+	lo.flags = a->fallback ? FSAFE_CHECKPOINT_FALLBACK : 0;
+	lo.damage = &dm;
+	int r = fsafe_checkpoint_load(cp, &lo, &s);
+	warn_damage(dir, &dm);
+	if (r < 0) {
+		cli_warn("checkpoint %s: load: %s", dir,
+		         r == -ENOENT ? "no such checkpoint or generation"
+		                      : fsafe_strerror(r));
+	} else {
+		if (r & FSAFE_CHECKPOINT_FELL_BACK)
+			cli_warn("checkpoint %s: loaded generation %" PRIu64
+			         " instead", dir,
+			         fsafe_checkpoint_snapshot_generation(s));
+		if (r & FSAFE_CHECKPOINT_OTHER_REVISION)
+			cli_warn("checkpoint %s: saved by revision \"%s\", not "
+			         "\"%s\"", dir,
+			         fsafe_checkpoint_snapshot_revision(s),
+			         a->revision);
+		r = write_out(rest[0], s);
+		fsafe_checkpoint_snapshot_free(s);
+	}
+	fsafe_checkpoint_close(cp);
+	return r < 0 ? CLI_FAIL : CLI_OK;
+}
+
+/* ---- ls, log, verify ----------------------------------------------------- */
+
+static void put_time(int64_t ms)
+{
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+	char b[32];
+
+	gmtime_r(&t, &tm);
+	strftime(b, sizeof(b), "%Y-%m-%dT%H:%M:%S", &tm);
+	printf("%s.%03dZ", b, (int)(ms % 1000));
+}
+
+static int ls_one(const char *dir, fsafe_checkpoint *cp, uint64_t g,
+                  uint64_t current)
+{
+	struct fsafe_checkpoint_load_opts lo = FSAFE_CHECKPOINT_LOAD_OPTS_INIT;
+	fsafe_checkpoint_snapshot *s;
+	uint64_t total = 0;
+
+	lo.generation = g;
+	lo.flags = FSAFE_CHECKPOINT_MANIFEST_ONLY;
+	int r = fsafe_checkpoint_load(cp, &lo, &s);
+	if (r < 0) {
+		cli_warn("checkpoint %s: generation %" PRIu64 ": %s", dir, g,
+		         fsafe_strerror(r));
+		return r;
+	}
+	size_t n = fsafe_checkpoint_snapshot_count(s);
+	for (size_t i = 0; i < n; i++)
+		total += fsafe_checkpoint_snapshot_size(s, i);
+	printf("generation %" PRIu64 "%s  ", g, g == current ? " (current)" : "");
+	put_time(fsafe_checkpoint_snapshot_time_ms(s));
+	printf("  revision \"%s\"  %zu file%s  %" PRIu64 " bytes\n",
+	       fsafe_checkpoint_snapshot_revision(s), n, n == 1 ? "" : "s",
+	       total);
+	for (size_t i = 0; i < n; i++)
+		printf("  %12" PRIu64 "  %s\n", fsafe_checkpoint_snapshot_size(s, i),
+		       fsafe_checkpoint_snapshot_name(s, i));
+	fsafe_checkpoint_snapshot_free(s);
+	return 0;
+}
+
+/* Every generation load could use, oldest first (malloc'd). */
+static int gens(fsafe_checkpoint *cp, uint64_t **v)
+{
+	int n = fsafe_checkpoint_generations(cp, NULL, 0);
+
+	if (n <= 0)
+		return n;
+	*v = calloc((size_t)n, sizeof(**v));
+	if (!*v)
+		return -ENOMEM;
+	int m = fsafe_checkpoint_generations(cp, *v, (size_t)n);
+	return m < n ? m : n;
+}
+
+static int do_ls(const char *dir, fsafe_checkpoint *cp)
+{
+	uint64_t *v = NULL;
+	int n = gens(cp, &v), bad = 0;
+
+	if (n < 0) {
+		cli_warn("checkpoint %s: %s", dir, fsafe_strerror(n));
+		return CLI_FAIL;
+	}
+	for (int i = n - 1; i >= 0; i--)
+		bad += ls_one(dir, cp, v[i], fsafe_checkpoint_current(cp)) < 0;
+	free(v);
+	return bad || !cli_flush_stdout("checkpoint") ? CLI_FAIL : CLI_OK;
+}
+
+static int print_event(const struct fsafe_checkpoint_event *e, void *arg)
+{
+	(void)arg;
+	put_time(e->time_ms);
+	printf("  %ld  %-9s  %" PRIu64 "\n", (long)e->pid,
+	       fsafe_checkpoint_event_name(e->kind), e->generation);
+	return 0;
+}
+
+static int do_log(const char *dir)
+{
+	size_t damaged;
+	int r = fsafe_checkpoint_events(AT_FDCWD, dir, print_event, NULL,
+	                                &damaged);
+
+	if (r == -ENOENT) {
+		cli_warn("checkpoint %s: no event log", dir);
+		return CLI_FAIL;
+	}
+	if (r < 0) {
+		cli_warn("checkpoint %s: log: %s", dir, fsafe_strerror(r));
+		return CLI_FAIL;
+	}
+	if (damaged)
+		cli_warn("checkpoint %s: %zu damaged record%s skipped", dir,
+		         damaged, damaged == 1 ? "" : "s");
+	return cli_flush_stdout("checkpoint") ? CLI_OK : CLI_FAIL;
+}
+
+static int do_verify(const char *dir, fsafe_checkpoint *cp)
+{
+	struct fsafe_checkpoint_damage dm;
+	uint64_t *v = NULL;
+	int n = gens(cp, &v), bad = 0;
+
+	if (n <= 0) {
+		cli_warn("checkpoint %s: %s", dir,
+		         n ? fsafe_strerror(n) : "no generation");
+		return CLI_FAIL;
+	}
+	for (int i = n - 1; i >= 0; i--) {
+		int r = fsafe_checkpoint_verify(cp, v[i], &dm);
+		if (r == 0) {
+			printf("generation %" PRIu64 ": ok\n", v[i]);
+			continue;
+		}
+		bad++;
+		printf("generation %" PRIu64 ": damaged: %s: %s\n", v[i],
+		       dm.file[0] ? dm.file : "manifest", fsafe_strerror(r));
+	}
+	free(v);
+	return bad || !cli_flush_stdout("checkpoint") ? CLI_FAIL : CLI_OK;
+}
+
+static int inspect(const char *dir, const char *verb)
+{
+	fsafe_checkpoint *cp;
+
+	if (!strcmp(verb, "log"))
+		return do_log(dir);
+	if (open_ck(dir, FSAFE_CHECKPOINT_READ_ONLY, NULL, &cp) < 0)
+		return CLI_FAIL;
+	int r = !strcmp(verb, "ls") ? do_ls(dir, cp) : do_verify(dir, cp);
+	fsafe_checkpoint_close(cp);
+	return r;
+}
+
+int cmd_checkpoint(int argc, char **argv)
+{
+	struct ck_args a = { 0 };
+	bool helped = false;
+	int r = parse(argc, argv, &a, &helped);
+
+	if (r != CLI_OK || helped)
+		return r;
+	if (argc - optind < 2)
+		return cli_usage_error("checkpoint", "DIR and a command are "
+		                       "required", usage);
+	/* getopt_long moved the options (which may follow the command) in
+	   front: what is left is DIR, the command and its operands. */
+	const char *dir = argv[optind], *verb = argv[optind + 1];
+	char **rest = argv + optind + 2;
+	int nrest = argc - optind - 2;
+	if (!strcmp(verb, "save"))
+		return do_save(dir, rest, nrest, &a);
+	if (!strcmp(verb, "load"))
+		return do_load(dir, rest, nrest, &a);
+	if (!strcmp(verb, "ls") || !strcmp(verb, "log") ||
+	    !strcmp(verb, "verify")) {
+		if (nrest)
+			return cli_usage_error("checkpoint", "too many arguments",
+			                       usage);
+		return inspect(dir, verb);
+	}
+	return cli_usage_error("checkpoint", "unknown command", usage);
+}
