@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fault.h"
 #include "fsafe.h"
 
 char *tu_mkscratch(void)
@@ -106,4 +107,28 @@ int tu_count_entries(const char *dir)
 int tu_count_staging(const char *dir)
 {
 	return count(dir, true);
+}
+
+int tu_fx_setup(void **state)
+{
+	struct tu_fx *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return -1;
+	f->dir = tu_mkscratch();
+	f->dirfd = open(f->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	f->fds_before = fault_open_fds();
+	*state = f;
+	return f->dirfd < 0 ? -1 : 0;
+}
+
+int tu_fx_teardown(void **state)
+{
+	struct tu_fx *f = *state;
+
+	close(f->dirfd);
+	tu_rmtree(f->dir);
+	free(f->dir);
+	free(f);
+	return 0;
 }

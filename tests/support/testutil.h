@@ -21,4 +21,14 @@ int tu_count_entries(const char *dir);
 /* Number of entries satisfying fsafe_is_staging_name(). */
 int tu_count_staging(const char *dir);
 
+/* A cmocka fixture: a fresh scratch directory, held open, and the number
+   of descriptors open before the test (to check none leaks). */
+struct tu_fx {
+	char *dir;
+	int dirfd;
+	int fds_before;
+};
+int tu_fx_setup(void **state);
+int tu_fx_teardown(void **state);
+
 #endif

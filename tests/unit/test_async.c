@@ -20,31 +20,9 @@
 #include "fsafe.h"
 #include "testutil.h"
 
-struct fx {
-	char *dir;
-	int dirfd;
-	int fds_before;
-};
-
-static int setup(void **state)
-{
-	struct fx *f = calloc(1, sizeof(*f));
-	f->dir = tu_mkscratch();
-	f->dirfd = open(f->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	f->fds_before = fault_open_fds();
-	*state = f;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct fx *f = *state;
-	close(f->dirfd);
-	tu_rmtree(f->dir);
-	free(f->dir);
-	free(f);
-	return 0;
-}
+#define fx tu_fx
+#define setup tu_fx_setup
+#define teardown tu_fx_teardown
 
 #define N 40
 

@@ -20,33 +20,20 @@
 #include "fsafe.h"
 #include "testutil.h"
 
-struct fx {
-	char *dir;
-	int dirfd;
-	int fds_before;
-};
+#define fx tu_fx
 
 static int setup(void **state)
 {
-	struct fx *f = calloc(1, sizeof(*f));
-	f->dir = tu_mkscratch();
-	f->dirfd = open(f->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (tu_fx_setup(state) < 0)
+		return -1;
+	struct fx *f = *state;
 	assert_int_equal(mkdirat(f->dirfd, "a", 0755), 0);
 	assert_int_equal(mkdirat(f->dirfd, "b", 0755), 0);
 	f->fds_before = fault_open_fds();
-	*state = f;
 	return 0;
 }
 
-static int teardown(void **state)
-{
-	struct fx *f = *state;
-	close(f->dirfd);
-	tu_rmtree(f->dir);
-	free(f->dir);
-	free(f);
-	return 0;
-}
+#define teardown tu_fx_teardown
 
 #define N 60
 

@@ -24,29 +24,9 @@
 
 #define HOUR_MS (3600u * 1000u)
 
-struct fx {
-	char *dir;
-	int dirfd;
-};
-
-static int setup(void **state)
-{
-	struct fx *f = calloc(1, sizeof(*f));
-	f->dir = tu_mkscratch();
-	f->dirfd = open(f->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	*state = f;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct fx *f = *state;
-	close(f->dirfd);
-	tu_rmtree(f->dir);
-	free(f->dir);
-	free(f);
-	return 0;
-}
+#define fx tu_fx
+#define setup tu_fx_setup
+#define teardown tu_fx_teardown
 
 static void age(struct fx *f, const char *name, int seconds, int flags)
 {

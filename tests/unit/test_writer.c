@@ -22,32 +22,15 @@
 /* Every behaviour runs once per staging path: O_TMPFILE and named. */
 static const unsigned staging_modes[] = { 0, FSAFE_NO_TMPFILE };
 
-struct fx {
-	char *dir;
-	int dirfd;
-	int fds_before;
-};
+#define fx tu_fx
 
 static int setup(void **state)
 {
-	struct fx *f = calloc(1, sizeof(*f));
-	f->dir = tu_mkscratch();
-	f->dirfd = open(f->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	f->fds_before = fault_open_fds();
 	umask(022);
-	*state = f;
-	return 0;
+	return tu_fx_setup(state);
 }
 
-static int teardown(void **state)
-{
-	struct fx *f = *state;
-	close(f->dirfd);
-	tu_rmtree(f->dir);
-	free(f->dir);
-	free(f);
-	return 0;
-}
+#define teardown tu_fx_teardown
 
 /* After every call: no leftovers, no leaked descriptors. */
 static void assert_clean(struct fx *f)
