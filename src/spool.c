@@ -379,7 +379,7 @@ static int list_segments(fsafe_spool *s, int dfd)
 			break;
 	fsafe__close(fd);
 	free(d);
-	if (r == 0)
+	if (r == 0 && s->nsegs)
 		qsort(s->segs, s->nsegs, sizeof(*s->segs), cmp_u64);
 	return r;
 }
@@ -509,9 +509,9 @@ static int truncate_tail(fsafe_spool *s, uint64_t first, uint64_t end)
    appending. */
 static int recover_segment(fsafe_spool *s, size_t i, bool last)
 {
-	uint64_t end, next;
-	bool whole;
-	struct fsafe__seg_hdr h;
+	uint64_t end = 0, next = 0;
+	bool whole = false;
+	struct fsafe__seg_hdr h = { 0 };
 
 	/* (Segments that overlap are left be: the reader skips numbers it
 	   has passed, so neither can return a record out of order.) */
