@@ -15,8 +15,15 @@
 #include "fsafe/lock.h"
 #include "sys.h"
 
-#define LOCK_NAME ".lock"
-/* The lock module's private files are .lock-<uuid>.tmp / .broken. */
+/*
+ * The lock lives in a directory of its own: a link-mode acquisition scans
+ * the lock's directory for its crashed predecessors' files, which must
+ * not cost a scan of every record.
+ */
+#define LOCK_DIR ".lock"
+#define LOCK_NAME LOCK_DIR "/lock"
+/* The lock module's private files (.lock-<uuid>.tmp / .broken), should
+   any appear beside the records. */
 #define LOCK_PRIV_PREFIX ".lock-"
 #define KEY_PREFIX "k-"
 #define KEY_PREFIX_LEN 2
@@ -152,7 +159,7 @@ static bool name_key(const char *name, uint8_t key[FSAFE_STORE_KEY_MAX],
 /* The lock and its private files: expected, never reported. */
 static bool lock_own(const char *name)
 {
-	return strcmp(name, LOCK_NAME) == 0 ||
+	return strcmp(name, LOCK_DIR) == 0 ||
 	       strncmp(name, LOCK_PRIV_PREFIX, strlen(LOCK_PRIV_PREFIX)) == 0;
 }
 
@@ -298,6 +305,14 @@ static int store_lock(const fsafe_store *s, fsafe_lock **l)
 
 	o.flags = s->flags & FSAFE_STORE_LOCK_KERNEL ? FSAFE_LOCK_KERNEL : 0;
 	o.timeout_ms = s->lock_timeout_ms;
+	int r = fsafe_lock_acquire(s->dirfd, LOCK_NAME, &o, l);
+	if (r != -ENOENT)
+		return r;
+	/* Made on first use, so that opening writes nothing; it need not
+	   be durable: a lock is never held across a power cut. */
+	r = fsafe__mkdirat(s->dirfd, LOCK_DIR, 0777);
+	if (r < 0 && r != -EEXIST)
+		return r;
 	return fsafe_lock_acquire(s->dirfd, LOCK_NAME, &o, l);
 }
 

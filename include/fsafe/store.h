@@ -5,7 +5,7 @@
  * Each key is one file in the store's directory, published through the
  * atomic writer, so after any crash a key holds its old record or its new
  * one. Every change (put, conditional put, delete, update) is made under
- * the store's lock (fsafe/lock.h, named ".lock" in the directory), so
+ * the store's lock (fsafe/lock.h: ".lock/lock" in the directory), so
  * versions count up without gaps or repeats and concurrent updaters in
  * different processes never lose an update. Reads take no lock.
  *

@@ -19,10 +19,12 @@
 #include "fsafe.h"
 #include "sys.h"
 
-static const char *const store_dirs[] = { ".", "store", NULL };
-/* The store, its keys A, B, C ("k-" + hex) and its lock. */
+static const char *const store_dirs[] = { ".", "store", "store/.lock",
+	                                  NULL };
+/* The store, its keys A, B, C ("k-" + hex), its lock's directory and
+   the lock. */
 static const char *const store_known[] = { "store", "k-41", "k-42", "k-43",
-	                                   ".lock", NULL };
+	                                   ".lock", "lock", NULL };
 
 /* The lock module's private names (.lock-<uuid>.tmp / .broken). */
 static bool store_private(const char *name)
@@ -137,9 +139,9 @@ static const char *store_recover(const struct pw_workload *w, int root,
 	if (bad)
 		return bad;
 	o.flags = FSAFE_LOCK_NO_WAIT;
-	int r = fsafe_lock_acquire(root, "store/.lock", &o, &l);
+	int r = fsafe_lock_acquire(root, "store/.lock/lock", &o, &l);
 	if (r == -ENOENT)
-		return NULL; /* the store's directory never became durable */
+		return NULL; /* the lock's directory never became durable */
 	if (r < 0 || (r = fsafe_lock_release(l)) < 0) {
 		snprintf(buf, len, "the store's lock after the cut: %s",
 		         fsafe_strerror(r));

@@ -141,10 +141,20 @@ static enum su_content recover(const struct op *o, const char *dir,
 		         fsafe_strerror(r));
 	if (fsafe_sweep(AT_FDCWD, dir, 0, 0, NULL, NULL) < 0)
 		fail_msg("sweep failed");
-	su_strays(dir, o->store_flags & FSAFE_STORE_LOCK_KERNEL ? lock : NULL,
-	          strays, sizeof(strays));
+	su_strays(dir, lock, strays, sizeof(strays));
 	if (strays[0])
 		fail_msg("%s, %s: left behind: %s", o->name, at, strays);
+	/* The lock's directory: the kernel lock's file, else nothing (the
+	   next acquirer cleared what crashed ones left). */
+	char lockdir[4300];
+	const char *kfile[] = { "lock", NULL };
+	snprintf(lockdir, sizeof(lockdir), "%s/.lock", dir);
+	su_strays(lockdir,
+	          o->store_flags & FSAFE_STORE_LOCK_KERNEL ? kfile : NULL,
+	          strays, sizeof(strays));
+	if (strays[0])
+		fail_msg("%s, %s: left behind in .lock: %s", o->name, at,
+		         strays);
 	fsafe_store_close(s);
 	return a;
 }

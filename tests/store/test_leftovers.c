@@ -95,8 +95,13 @@ static void leftovers_wedge_nothing(void **state)
 	assert_int_equal(tu_count_staging(dir), 3);
 	struct stat st;
 	char lockp[4300];
-	snprintf(lockp, sizeof(lockp), "%s/.lock", dir);
+	snprintf(lockp, sizeof(lockp), "%s/.lock/lock", dir);
 	assert_int_equal(lstat(lockp, &st), 0); /* the dead holder's lock */
+	/* A stale lock staging file, where the lock makes them. */
+	char lockdir[4300];
+	snprintf(lockdir, sizeof(lockdir), "%s/.lock", dir);
+	tu_put(lockdir, ".lock-1b1e2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d.tmp", "",
+	       0);
 	plant(dir, outside);
 
 	/* A fresh handle (its sweep spares fresh stages) and the old one. */
@@ -136,7 +141,13 @@ static void leftovers_wedge_nothing(void **state)
 	assert_int_equal(su_content(s, "a", "A2", 2, NULL, 0), SU_OLD);
 	/* Nothing the store did left a stray: only the plants and the three
 	   stages remain besides records. */
-	const char *plants[] = { "README", "sub", "link", NULL };
+	const char *plants[] = { "README", "sub", "link", ".lock",
+		                 ".lock-0b1e2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d.tmp",
+		                 NULL };
+	/* The lock's directory holds nothing once the lock is free: the
+	   dead holder's lock and the stale stage are gone. */
+	su_strays(lockdir, NULL, strays, sizeof(strays));
+	assert_string_equal(strays, "");
 	su_strays(dir, plants, strays, sizeof(strays));
 	int stages = tu_count_staging(dir);
 	assert_int_equal(stages, 3);
