@@ -183,17 +183,20 @@ static int ensure_dir(int dirfd, const char *name)
 	return r == 0 ? 1 : r == -EEXIST ? 0 : r;
 }
 
-/* Move old -> new without replacing anything. */
-static int move_noreplace(int ofd, const char *old, int nfd, const char *new_)
+/*
+ * Move a message between directories without ever risking it: link the new
+ * name, make it durable, then drop the old one. A rename would be one
+ * call, but a power cut may keep its two halves apart (the model in
+ * tests/power shows the removal surviving alone), losing the message.
+ * A crash in between leaves two names of one inode; recovery reads a link
+ * count above one as "the message also lives elsewhere". -EEXIST when the
+ * new name exists (nothing done).
+ */
+static int move_durably(int ofd, const char *old, int nfd, const char *new_)
 {
-	int r = fsafe__renameat2(ofd, old, nfd, new_, RENAME_NOREPLACE);
+	int r = fsafe__linkat(ofd, old, nfd, new_, 0);
 
-	if (r != -EINVAL && r != -ENOSYS && r != -EOPNOTSUPP)
-		return r;
-	/* No renameat2 here: link refuses to replace, then drop the old
-	   name. A crash between leaves two names of one inode, which every
-	   reader of this module treats as the same message. */
-	if ((r = fsafe__linkat(ofd, old, nfd, new_, 0)) < 0)
+	if (r < 0 || (r = fsafe__fsync(nfd)) < 0)
 		return r;
 	r = fsafe__unlinkat(ofd, old, 0);
 	return r == -ENOENT ? 0 : r;
@@ -495,22 +498,45 @@ static bool is_claim(const char *name)
 	return strcmp(name, OWNER_NAME) != 0 && !fsafe_is_staging_name(name);
 }
 
-/* Put one claim back into new/. If new/ already has it (a power cut undid
-   the claim's removal there), the claim copy is the duplicate. */
+/* Put one claim of a live consumer back into new/. If new/ already has
+   it (an interrupted earlier move), the claim copy is the duplicate. */
 static int put_back(fsafe_inbox *ib, int cfd, const char *name)
 {
-	int r = move_noreplace(cfd, name, ib->newfd, name);
+	int r = move_durably(cfd, name, ib->newfd, name);
 
 	if (r == -EEXIST)
 		r = fsafe__unlinkat(cfd, name, 0);
 	return r;
 }
 
+/*
+ * A dead consumer's claim. A link count above one means another name of
+ * the message exists: new/ (a claim or release it did not finish), done/
+ * (an ack it did not finish), or another consumer's claim (it lost a race
+ * for the message and died before dropping its link). Then only its name
+ * goes, once the other is durable; else the message goes back.
+ */
+static int give_back_dead(fsafe_inbox *ib, int cfd, const char *name)
+{
+	struct stat st;
+	int r = fsafe__fstatat(cfd, name, &st, AT_SYMLINK_NOFOLLOW);
+
+	if (r < 0)
+		return r;
+	if (st.st_nlink <= 1)
+		return put_back(ib, cfd, name);
+	if ((r = fsafe__fsync(ib->newfd)) < 0 ||
+	    (r = fsafe__fsync(ib->donefd)) < 0)
+		return r;
+	r = fsafe__unlinkat(cfd, name, 0);
+	return r < 0 ? r : 1; /* dropped, not returned */
+}
+
 struct putback {
 	fsafe_inbox *ib;
 	int cfd;
 	int moved;
-	bool seen;
+	bool seen, dead;
 };
 
 static int put_back_one(void *arg, const char *name)
@@ -519,7 +545,8 @@ static int put_back_one(void *arg, const char *name)
 
 	if (!is_claim(name))
 		return 0;
-	int r = put_back(pb->ib, pb->cfd, name);
+	int r = pb->dead ? give_back_dead(pb->ib, pb->cfd, name)
+	                 : put_back(pb->ib, pb->cfd, name);
 	if (r < 0 && r != -ENOENT)
 		return r;
 	pb->moved += r == 0;
@@ -530,9 +557,9 @@ static int put_back_one(void *arg, const char *name)
 /* Return every claim in directory cfd to new/; the count, or -errno.
    Entries move out while we read: list again until a pass finds none
    (getdents is no snapshot). */
-static int return_all(fsafe_inbox *ib, int cfd)
+static int return_all(fsafe_inbox *ib, int cfd, bool dead)
 {
-	struct putback pb = { .ib = ib, .cfd = cfd };
+	struct putback pb = { .ib = ib, .cfd = cfd, .dead = dead };
 	int r;
 
 	do {
@@ -542,17 +569,12 @@ static int return_all(fsafe_inbox *ib, int cfd)
 	} while (pb.seen);
 	if (pb.moved > 0 && (r = fsafe__fsync(ib->newfd)) < 0)
 		return r;
-	return pb.moved;
+	return (r = fsafe__fsync(cfd)) < 0 ? r : pb.moved;
 }
 
 int fsafe_inbox_release_all(fsafe_inbox_consumer *c)
 {
-	int n = return_all(c->ib, c->fd);
-	int r;
-
-	if (n > 0 && (r = fsafe__fsync(c->fd)) < 0)
-		return r;
-	return n;
+	return return_all(c->ib, c->fd, false);
 }
 
 /*
@@ -593,7 +615,7 @@ int fsafe_inbox_consumer_close(fsafe_inbox_consumer *c)
 	if (!c)
 		return 0;
 	if (!c->named) {
-		r = return_all(c->ib, c->fd);
+		r = return_all(c->ib, c->fd, false);
 		r = r < 0 ? r : retire(c->ib, c->fd, c->dir);
 	}
 	consumer_free(c);
@@ -662,7 +684,11 @@ static int quarantine(fsafe_inbox_consumer *c, const char *name,
 {
 	struct fsafe_write_opts wo = FSAFE_WRITE_OPTS_INIT;
 	char dest[NAME_MAX + 1], reason[NAME_MAX + 32];
-	int r = move_noreplace(c->fd, name, c->ib->quarfd, name);
+	int r = fsafe__linkat(c->fd, name, c->ib->quarfd, name, 0);
+
+	if (r == -EPERM) /* a directory: no hard links */
+		r = fsafe__renameat2(c->fd, name, c->ib->quarfd, name,
+		                     RENAME_NOREPLACE);
 
 	snprintf(dest, sizeof(dest), "%s", name);
 	for (int i = 0; r == -EEXIST && i < 8; i++) {
@@ -671,17 +697,24 @@ static int quarantine(fsafe_inbox_consumer *c, const char *name,
 		if ((r = fsafe__random(&rnd, sizeof(rnd))) < 0)
 			return r;
 		snprintf(dest, sizeof(dest), "%.200s.%08x", name, rnd);
-		r = move_noreplace(c->fd, name, c->ib->quarfd, dest);
+		r = fsafe__linkat(c->fd, name, c->ib->quarfd, dest, 0);
 	}
 	if (r < 0)
 		return r;
 	c->quarantined++;
 	snprintf(reason, sizeof(reason), "%s" REASON_SUFFIX, dest);
 	wo.flags = FSAFE_CREATE_ONLY | FSAFE_NO_FOLLOW;
-	/* The reason's commit syncs quarantine/, which holds both names. */
+	/* The reason's commit syncs quarantine/, which then holds both
+	   names durably, before the claim's name goes. */
 	r = fsafe_write_fileat(c->ib->quarfd, reason, why, strlen(why), &wo);
-	return r == -EEXIST || r == -ENAMETOOLONG ? fsafe__fsync(c->ib->quarfd)
-	                                          : r;
+	if (r == -EEXIST || r == -ENAMETOOLONG)
+		r = fsafe__fsync(c->ib->quarfd);
+	if (r < 0)
+		return r;
+	r = fsafe__unlinkat(c->fd, name, 0);
+	if (r == -ENOENT)
+		return 0; /* renamed (a directory) */
+	return r < 0 ? r : fsafe__fsync(c->fd);
 }
 
 /* Read exactly len bytes at off; -EBADMSG when the file is shorter. */
@@ -798,6 +831,39 @@ static int examine(fsafe_inbox_consumer *c, const char *name,
 	return (r = quarantine(c, name, why)) < 0 ? r : 1;
 }
 
+/*
+ * Claim new/<name>: link it into our directory, make that durable, then
+ * unlink new/<name>. Whoever's unlink succeeds has won; the others drop
+ * their link. (A rename would pick the winner in one call, but may lose
+ * the message to a power cut: see move_durably.) A loser whose link turns
+ * out to be the message's only name keeps it: the winner died and
+ * recovery dropped the winner's name. Directories and filesystems without
+ * hard links fall back to a rename.
+ */
+static int claim(fsafe_inbox_consumer *c, const char *name)
+{
+	fsafe_inbox *ib = c->ib;
+	struct stat st;
+	int r = fsafe__linkat(ib->newfd, name, c->fd, name, 0);
+
+	if (r == -EPERM || r == -EOPNOTSUPP || r == -EMLINK)
+		return fsafe__renameat(ib->newfd, name, c->fd, name);
+	if (r < 0)
+		return r;
+	if ((r = fsafe__fsync(c->fd)) == 0 &&
+	    (r = fsafe__unlinkat(ib->newfd, name, 0)) == 0)
+		return 0;
+	if (r == -ENOENT && fsafe__fstatat(c->fd, name, &st,
+	                                   AT_SYMLINK_NOFOLLOW) == 0 &&
+	    st.st_nlink == 1)
+		return 0;
+	/* Lost (or failed): drop our link, durably, so that no power cut
+	   brings back a second name of a message someone else acks. */
+	fsafe__unlinkat(c->fd, name, 0);
+	fsafe__fsync(c->fd);
+	return r;
+}
+
 int fsafe_inbox_take(fsafe_inbox_consumer *c, fsafe_inbox_msg **out)
 {
 	bool fresh = false;
@@ -819,7 +885,7 @@ int fsafe_inbox_take(fsafe_inbox_consumer *c, fsafe_inbox_msg **out)
 			continue;
 		}
 		const char *name = c->names[c->pos++];
-		r = fsafe__renameat(c->ib->newfd, name, c->fd, name);
+		r = claim(c, name);
 		if (r == -ENOENT)
 			continue; /* another consumer won it */
 		if (r < 0)
@@ -837,6 +903,35 @@ static bool valid_ref(const char *id)
 	       strcmp(id, "..") != 0 && is_claim(id);
 }
 
+struct others {
+	fsafe_inbox_consumer *c;
+	const char *id;
+};
+
+static int drop_other(void *arg, const char *dir)
+{
+	struct others *o = arg;
+
+	if (!strcmp(dir, o->c->dir))
+		return 0;
+	int fd = fsafe__open_dir(o->c->ib->claimedfd, dir);
+	if (fd < 0)
+		return 0; /* gone, or not a directory */
+	int r = fsafe__unlinkat(fd, o->id, 0);
+	if (r == 0)
+		r = fsafe__fsync(fd);
+	fsafe__close(fd);
+	return r == -ENOENT ? 0 : r;
+}
+
+/* Remove every other claim directory's name of a message we won. */
+static int drop_other_claims(fsafe_inbox_consumer *c, const char *id)
+{
+	struct others o = { c, id };
+
+	return scan(c->ib->claimedfd, drop_other, &o);
+}
+
 int fsafe_inbox_ack(fsafe_inbox_consumer *c, const char *id)
 {
 	fsafe_inbox *ib = c->ib;
@@ -851,14 +946,17 @@ int fsafe_inbox_ack(fsafe_inbox_consumer *c, const char *id)
 	   goes, or a power cut could bring an acked message back. */
 	if ((r = fsafe__fsync(ib->newfd)) < 0)
 		return r;
-	if (ib->flags & FSAFE_INBOX_KEEP_DONE) {
-		if ((r = move_noreplace(c->fd, id, ib->donefd, id)) < 0 ||
-		    (r = fsafe__fsync(ib->donefd)) < 0)
-			return r;
-	} else if ((r = fsafe__unlinkat(c->fd, id, 0)) < 0) {
+	/* Other names: a losing consumer's link not yet dropped. */
+	if (st.st_nlink > 1 && (r = drop_other_claims(c, id)) < 0)
 		return r;
+	if (ib->flags & FSAFE_INBOX_KEEP_DONE) {
+		r = move_durably(c->fd, id, ib->donefd, id);
+		if (r == -EEXIST) /* an earlier ack that was interrupted */
+			r = fsafe__unlinkat(c->fd, id, 0);
+	} else {
+		r = fsafe__unlinkat(c->fd, id, 0);
 	}
-	return fsafe__fsync(c->fd);
+	return r < 0 ? r : fsafe__fsync(c->fd);
 }
 
 int fsafe_inbox_release(fsafe_inbox_consumer *c, const char *id)
@@ -975,7 +1073,7 @@ static int recover_one(fsafe_inbox *ib, const char *dir,
 		return cfd == -ENOENT || cfd == -ENOTDIR ? 0 : cfd;
 	if (dir[0] == 'x') {
 		/* Retired by someone who died before finishing. */
-		r = return_all(ib, cfd);
+		r = return_all(ib, cfd, true);
 		r = r < 0 ? r : retire(ib, cfd, dir);
 		fsafe__close(cfd);
 		return r;
@@ -1000,7 +1098,7 @@ static int recover_one(fsafe_inbox *ib, const char *dir,
 		fsafe__close(cfd);
 		return 0;
 	}
-	r = return_all(ib, cfd);
+	r = return_all(ib, cfd, true);
 	if (r >= 0) {
 		rep->returned += (unsigned)r;
 		r = retire(ib, cfd, dir);

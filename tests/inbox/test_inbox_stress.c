@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -180,6 +181,8 @@ static pid_t spawn(struct proc *pr)
 
 	assert_true(pid >= 0);
 	if (pid == 0) {
+		/* A failing parent must not leave its workers running. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (pr->role == ROLE_P)
 			producer(pr->i);
 		else if (pr->role == ROLE_C)

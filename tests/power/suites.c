@@ -8,8 +8,11 @@ extern const struct pw_workload pw_checkpoint_workloads[]; extern const size_t p
 
 extern const struct pw_workload pw_spool_workloads[]; extern const size_t pw_spool_nworkloads; /* spool */
 
+extern const struct pw_workload pw_inbox_workloads[]; extern const size_t pw_inbox_nworkloads; /* inbox */
+
 static const struct pw_suite suites[] = {
 	{ pw_core_workloads, &pw_core_nworkloads },
+	{ pw_inbox_workloads, &pw_inbox_nworkloads },
 	{ pw_spool_workloads, &pw_spool_nworkloads },
 	{ pw_checkpoint_workloads, &pw_checkpoint_nworkloads },
 	{ pw_store_workloads, &pw_store_nworkloads },
