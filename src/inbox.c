@@ -10,10 +10,10 @@
  * and recovery sweeps them with fsafe_sweep().
  *
  * A claim is one rename new/X -> claimed/<c>/X, which exactly one consumer
- * wins. It is not synced: if a power cut undoes it, the message is simply
- * in new/ again. An ack first syncs new/ so that the claim's removal from
- * new/ is durable before the message goes, so an acked message can never
- * reappear.
+ * wins, then a sync of the claim directory. Every other move (release,
+ * recovery, done/, quarantine) is link, sync, unlink. An ack first syncs
+ * new/ so that the claim's removal from new/ is durable before the message
+ * goes, so an acked message can never reappear.
  */
 #define _GNU_SOURCE
 #include "inbox.h"
@@ -512,9 +512,8 @@ static int put_back(fsafe_inbox *ib, int cfd, const char *name)
 /*
  * A dead consumer's claim. A link count above one means another name of
  * the message exists: new/ (a claim or release it did not finish), done/
- * (an ack it did not finish), or another consumer's claim (it lost a race
- * for the message and died before dropping its link). Then only its name
- * goes, once the other is durable; else the message goes back.
+ * (an ack it did not finish). Then only its name goes, once the other is
+ * durable; else the message goes back.
  */
 static int give_back_dead(fsafe_inbox *ib, int cfd, const char *name)
 {
@@ -672,7 +671,8 @@ static int relist(fsafe_inbox_consumer *c)
 	free_names(c);
 	if ((r = scan(c->ib->newfd, list_one, &l)) < 0)
 		return r;
-	qsort(c->names, c->n, sizeof(*c->names), cmp_names);
+	if (c->n > 1)
+		qsort(c->names, c->n, sizeof(*c->names), cmp_names);
 	return 0;
 }
 
@@ -832,36 +832,22 @@ static int examine(fsafe_inbox_consumer *c, const char *name,
 }
 
 /*
- * Claim new/<name>: link it into our directory, make that durable, then
- * unlink new/<name>. Whoever's unlink succeeds has won; the others drop
- * their link. (A rename would pick the winner in one call, but may lose
- * the message to a power cut: see move_durably.) A loser whose link turns
- * out to be the message's only name keeps it: the winner died and
- * recovery dropped the winner's name. Directories and filesystems without
- * hard links fall back to a rename.
+ * Claim new/<name>: one rename into our directory, which exactly one
+ * consumer wins (the others get ENOENT), then a sync of our directory so
+ * a returned claim is durable.
+ *
+ * Known limit: a power cut may keep a rename's two halves apart on a
+ * filesystem that does not journal a rename as one transaction (ext4, xfs
+ * and btrfs do); the abstract model in tests/power allows that and then
+ * loses the message. A link+unlink claim survives the model but needs
+ * losers' links cleaned up across consumers, and the version tried lost
+ * a live consumer's claim under the stress test; it is not used.
  */
 static int claim(fsafe_inbox_consumer *c, const char *name)
 {
-	fsafe_inbox *ib = c->ib;
-	struct stat st;
-	int r = fsafe__linkat(ib->newfd, name, c->fd, name, 0);
+	int r = fsafe__renameat(c->ib->newfd, name, c->fd, name);
 
-	if (r == -EPERM || r == -EOPNOTSUPP || r == -EMLINK)
-		return fsafe__renameat(ib->newfd, name, c->fd, name);
-	if (r < 0)
-		return r;
-	if ((r = fsafe__fsync(c->fd)) == 0 &&
-	    (r = fsafe__unlinkat(ib->newfd, name, 0)) == 0)
-		return 0;
-	if (r == -ENOENT && fsafe__fstatat(c->fd, name, &st,
-	                                   AT_SYMLINK_NOFOLLOW) == 0 &&
-	    st.st_nlink == 1)
-		return 0;
-	/* Lost (or failed): drop our link, durably, so that no power cut
-	   brings back a second name of a message someone else acks. */
-	fsafe__unlinkat(c->fd, name, 0);
-	fsafe__fsync(c->fd);
-	return r;
+	return r < 0 ? r : fsafe__fsync(c->fd);
 }
 
 int fsafe_inbox_take(fsafe_inbox_consumer *c, fsafe_inbox_msg **out)
@@ -903,35 +889,6 @@ static bool valid_ref(const char *id)
 	       strcmp(id, "..") != 0 && is_claim(id);
 }
 
-struct others {
-	fsafe_inbox_consumer *c;
-	const char *id;
-};
-
-static int drop_other(void *arg, const char *dir)
-{
-	struct others *o = arg;
-
-	if (!strcmp(dir, o->c->dir))
-		return 0;
-	int fd = fsafe__open_dir(o->c->ib->claimedfd, dir);
-	if (fd < 0)
-		return 0; /* gone, or not a directory */
-	int r = fsafe__unlinkat(fd, o->id, 0);
-	if (r == 0)
-		r = fsafe__fsync(fd);
-	fsafe__close(fd);
-	return r == -ENOENT ? 0 : r;
-}
-
-/* Remove every other claim directory's name of a message we won. */
-static int drop_other_claims(fsafe_inbox_consumer *c, const char *id)
-{
-	struct others o = { c, id };
-
-	return scan(c->ib->claimedfd, drop_other, &o);
-}
-
 int fsafe_inbox_ack(fsafe_inbox_consumer *c, const char *id)
 {
 	fsafe_inbox *ib = c->ib;
@@ -945,9 +902,6 @@ int fsafe_inbox_ack(fsafe_inbox_consumer *c, const char *id)
 	/* The claim's removal from new/ must be durable before the message
 	   goes, or a power cut could bring an acked message back. */
 	if ((r = fsafe__fsync(ib->newfd)) < 0)
-		return r;
-	/* Other names: a losing consumer's link not yet dropped. */
-	if (st.st_nlink > 1 && (r = drop_other_claims(c, id)) < 0)
 		return r;
 	if (ib->flags & FSAFE_INBOX_KEEP_DONE) {
 		r = move_durably(c->fd, id, ib->donefd, id);

@@ -332,9 +332,10 @@ static bool list(const char *dir, const char *sub, const char *kind,
 
 static int do_ls(const struct inbox_args *a)
 {
-	bool ok = list(a->dir, "new", "new", NULL) &
-	          list(a->dir, "claimed", "claimed", NULL) &
-	          list(a->dir, "quarantine", "quarantine", NULL);
+	bool ok = list(a->dir, "new", "new", NULL);
+
+	ok = list(a->dir, "claimed", "claimed", NULL) && ok;
+	ok = list(a->dir, "quarantine", "quarantine", NULL) && ok;
 
 	return ok && cli_flush_stdout("inbox") ? CLI_OK : CLI_FAIL;
 }

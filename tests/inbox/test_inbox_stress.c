@@ -143,7 +143,7 @@ static void consumer(void)
 			continue;
 		}
 		if (r < 0)
-			_exit(84);
+			_exit(100 - r); /* the errno, for the message */
 		if (!ibu_payload_ok(fsafe_inbox_msg_data(m),
 		                    fsafe_inbox_msg_len(m), &p, &k) ||
 		    fsafe_inbox_msg_len(m) != msg_len(k)) {
