@@ -6,8 +6,8 @@
  *
  *   cc -O2 -Iinclude bench/store_bench.c bench/floor.c libfsafe.a \
  *      -pthread -luring
- *   store_bench [DIR] [PUTS]     (DIR: a scratch directory on the disk
- *                                 under test, default .)
+ *   store_bench [DIR] [PUTS] [nolist]   (DIR: a scratch directory on
+ *                                        the disk under test, default .)
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -138,6 +138,7 @@ int main(int argc, char **argv)
 	printf("store put, kernel lock, no sync:       %8.0f puts/s\n",
 	       bench_puts(dir, "nosync", FSAFE_STORE_LOCK_KERNEL,
 	                  FSAFE_NO_SYNC, n * 10));
-	bench_list(dir);
+	if (argc <= 3 || strcmp(argv[3], "nolist"))
+		bench_list(dir);
 	return 0;
 }
