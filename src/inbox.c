@@ -29,6 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bytes.h"
+#include "crc32c.h"
 #include "owner.h"
 #include "sys.h"
 
@@ -79,50 +81,14 @@ struct fsafe_inbox_msg {
 
 /* ---- format -------------------------------------------------------------- */
 
-/* CRC-32 (IEEE), four bits at a time: a 16-entry const table keeps the
-   library free of mutable globals. */
-uint32_t fsafe__crc32(uint32_t crc, const void *buf, size_t len)
-{
-	static const uint32_t t[16] = {
-		0x00000000, 0x1db71064, 0x3b6e20c8, 0x26d930ac, 0x76dc4190,
-		0x6b6b51f4, 0x4db26158, 0x5005713c, 0xedb88320, 0xf00f9344,
-		0xd6d6a3e8, 0xcb61b38c, 0x9b64c2b0, 0x86d3d2d4, 0xa00ae278,
-		0xbdbdf21c,
-	};
-	const uint8_t *p = buf;
-
-	crc = ~crc;
-	for (size_t i = 0; i < len; i++) {
-		crc ^= p[i];
-		crc = (crc >> 4) ^ t[crc & 15];
-		crc = (crc >> 4) ^ t[crc & 15];
-	}
-	return ~crc;
-}
-
-static void put_le(uint8_t *p, uint64_t v, int n)
-{
-	for (int i = 0; i < n; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_le(const uint8_t *p, int n)
-{
-	uint64_t v = 0;
-
-	for (int i = n - 1; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
-
 void fsafe__inbox_header(uint8_t h[FSAFE__INBOX_HDR], uint64_t seq,
                          const void *buf, size_t len)
 {
 	memcpy(h, magic, 8);
-	put_le(h + 8, seq, 8);
-	put_le(h + 16, len, 8);
-	put_le(h + 24, fsafe__crc32(0, buf, len), 4);
-	put_le(h + 28, fsafe__crc32(0, h, 28), 4);
+	fsafe__put_le(h + 8, seq, 8);
+	fsafe__put_le(h + 16, len, 8);
+	fsafe__put_le(h + 24, fsafe__crc32c(0, buf, len), 4);
+	fsafe__put_le(h + 28, fsafe__crc32c(0, h, 28), 4);
 }
 
 bool fsafe__inbox_valid_id(const char *name)
@@ -742,22 +708,22 @@ static int check_header(const fsafe_inbox_consumer *c, const uint8_t *h,
                         const struct stat *st, fsafe_inbox_msg *m,
                         const char **why)
 {
-	uint64_t len = get_le(h + 16, 8);
+	uint64_t len = fsafe__get_le(h + 16, 8);
 
 	if (memcmp(h, magic, 8) != 0)
 		*why = "not an inbox message (bad magic)\n";
-	else if (get_le(h + 28, 4) != fsafe__crc32(0, h, 28))
+	else if (fsafe__get_le(h + 28, 4) != fsafe__crc32c(0, h, 28))
 		*why = "corrupt header (checksum)\n";
 	else if (len > c->ib->max)
 		*why = "payload over the configured size limit\n";
 	else if ((uint64_t)st->st_size != FSAFE__INBOX_HDR + len)
 		*why = "length does not match the header (truncated or "
 		       "extended)\n";
-	else if (get_le(h + 8, 8) % (1ull << 48) !=
+	else if (fsafe__get_le(h + 8, 8) % (1ull << 48) !=
 	         strtoull(m->id + 17, NULL, 16))
 		*why = "sequence does not match the id\n";
 	m->len = (size_t)len;
-	m->seq = get_le(h + 8, 8);
+	m->seq = fsafe__get_le(h + 8, 8);
 	return 0;
 }
 
@@ -789,7 +755,7 @@ static int load(fsafe_inbox_consumer *c, int fd, fsafe_inbox_msg *m,
 		return -ENOMEM;
 	if ((r = read_exact(fd, m->data, m->len, FSAFE__INBOX_HDR)) < 0)
 		return r == -EBADMSG ? (*why = "truncated payload\n", 0) : r;
-	if (get_le(h + 24, 4) != fsafe__crc32(0, m->data, m->len))
+	if (fsafe__get_le(h + 24, 4) != fsafe__crc32c(0, m->data, m->len))
 		*why = "corrupt payload (checksum)\n";
 	return 0;
 }

@@ -12,6 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bytes.h"
+#include "crc32c.h"
 #include "fsafe/lock.h"
 #include "sys.h"
 
@@ -56,48 +58,18 @@ struct fsafe_store {
 	unsigned swept;
 };
 
-/* CRC-32C (Castagnoli), bitwise: records are small, and a table would be
-   either mutable global state or a page of constants. */
-static uint32_t crc32c(uint32_t crc, const void *p, size_t n)
-{
-	const uint8_t *b = p;
-
-	crc = ~crc;
-	while (n--) {
-		crc ^= *b++;
-		for (int k = 0; k < 8; k++)
-			crc = (crc >> 1) ^ (0x82f63b78u & (0u - (crc & 1)));
-	}
-	return ~crc;
-}
-
-static void put_le(uint8_t *p, uint64_t v, int n)
-{
-	for (int i = 0; i < n; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_le(const uint8_t *p, int n)
-{
-	uint64_t v = 0;
-
-	for (int i = n - 1; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
-}
-
 static size_t rec_header(uint8_t *h, const void *key, size_t klen,
                          uint64_t version, const void *buf, size_t len)
 {
-	put_le(h, REC_MAGIC, 4);
-	put_le(h + 4, REC_FORMAT, 2);
-	put_le(h + 6, REC_HDR, 2);
-	put_le(h + 8, version, 8);
-	put_le(h + 16, len, 8);
-	put_le(h + 24, crc32c(0, buf, len), 4);
-	put_le(h + 28, klen, 4);
+	fsafe__put_le(h, REC_MAGIC, 4);
+	fsafe__put_le(h + 4, REC_FORMAT, 2);
+	fsafe__put_le(h + 6, REC_HDR, 2);
+	fsafe__put_le(h + 8, version, 8);
+	fsafe__put_le(h + 16, len, 8);
+	fsafe__put_le(h + 24, fsafe__crc32c(0, buf, len), 4);
+	fsafe__put_le(h + 28, klen, 4);
 	memcpy(h + REC_HDR, key, klen);
-	put_le(h + 32, crc32c(crc32c(0, h, 32), key, klen), 4);
+	fsafe__put_le(h + 32, fsafe__crc32c(fsafe__crc32c(0, h, 32), key, klen), 4);
 	return REC_HDR + klen;
 }
 
@@ -210,14 +182,14 @@ static int rec_read_header(int fd, const struct stat *st, const void *key,
 
 	if (r < 0)
 		return r;
-	if (get_le(h, 4) != REC_MAGIC || get_le(h + 4, 2) != REC_FORMAT ||
-	    get_le(h + 6, 2) != REC_HDR || get_le(h + 28, 4) != klen ||
+	if (fsafe__get_le(h, 4) != REC_MAGIC || fsafe__get_le(h + 4, 2) != REC_FORMAT ||
+	    fsafe__get_le(h + 6, 2) != REC_HDR || fsafe__get_le(h + 28, 4) != klen ||
 	    memcmp(h + REC_HDR, key, klen) != 0 ||
-	    get_le(h + 32, 4) != crc32c(crc32c(0, h, 32), key, klen))
+	    fsafe__get_le(h + 32, 4) != fsafe__crc32c(fsafe__crc32c(0, h, 32), key, klen))
 		return -EBADMSG;
-	rec->version = get_le(h + 8, 8);
-	rec->len = get_le(h + 16, 8);
-	rec->crc = (uint32_t)get_le(h + 24, 4);
+	rec->version = fsafe__get_le(h + 8, 8);
+	rec->len = fsafe__get_le(h + 16, 8);
+	rec->crc = (uint32_t)fsafe__get_le(h + 24, 4);
 	if (rec->len > (uint64_t)st->st_size ||
 	    (uint64_t)st->st_size != REC_HDR + klen + rec->len)
 		return -EBADMSG;
@@ -238,7 +210,7 @@ static int rec_read_payload(int fd, const struct rec *rec, void *dst)
 		int r = read_full(fd, at, n);
 		if (r < 0)
 			return r;
-		crc = crc32c(crc, at, n);
+		crc = fsafe__crc32c(crc, at, n);
 		left -= n;
 		if (p)
 			p += n;
