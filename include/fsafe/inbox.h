@@ -34,6 +34,12 @@
  * fsafe_inbox_release_all(); never because of its age. After a power cut a
  * claim not yet acknowledged may be back in new/ (redelivered).
  *
+ * Filesystem: a claim is one rename from new/ into the consumer's
+ * directory, so the inbox needs a filesystem that commits a rename whole
+ * across a power cut (ext4, xfs, btrfs: journaled). On one that may persist
+ * only the removal half (ext2, vfat) a power cut during a claim can lose
+ * that message.
+ *
  * Named consumers (for processes that exit between take and ack, like the
  * CLI) have no owner record: their claims outlive every process and are
  * never returned by recovery, only by a release or fsafe_inbox_release_all()

@@ -70,6 +70,12 @@ struct pw_workload {
 	   data not yet. For workloads that promise something without syncing
 	   it themselves. */
 	bool commit_before_cut;
+	/* Layer B: a rename persists whole, both directories or neither, as
+	   filesystems that journal it as one transaction do (ext4, xfs,
+	   btrfs; Layer A cuts the first two for real). Only for a protocol
+	   that depends on it, the inbox claim; the strict model, which may
+	   keep either half alone, is the default. */
+	bool rename_whole;
 	/* FSAFE__BREAK_* switches whose removal this workload must expose
 	   (at least one violation in each layer). */
 	unsigned catches;
