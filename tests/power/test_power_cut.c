@@ -382,8 +382,11 @@ static void cut_every_call(const struct pw_workload *w, int repeats,
 			prepare(w);
 			status = run_child(w, n);
 			if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL)
-				fail_msg("%s: cut at call %d: child not killed "
-				         "(status %#x)", w->name, n, status);
+				fail_msg("%s: cut at call %d (%s): child not "
+				         "killed (status %#x; it made %d calls, "
+				         "the uncut run %d)", w->name, n,
+				         n < 512 && names[n] ? names[n] : "?",
+				         status, sh->calls, calls);
 			if (sh->shutdown_errno)
 				fail_msg("FS_IOC_SHUTDOWN on %s: %s",
 				         env.fs->name,
