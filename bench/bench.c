@@ -20,7 +20,7 @@
  *       committed and freed, and the growth of VmHWM above the RSS at the
  *       reset is printed: "RSS_KIB HWM_KIB GROWTH_KIB".
  *
- * IMPL: floor-fdatasync floor-fsync floor-nosync fsafe fsafe-nosync
+ * IMPL: floor-fdatasync floor-fsync floor-nosync fsafe fsafe-nosync fsafe-named
  * fsafe-writer fsafe-async fsafe-batch10 fsafe-batch100 fsafe-batch1000
  * fsafe-batch10-pool fsafe-batch100-pool fsafe-batch1000-pool, and
  * fsafe-batch1000-w1000[-pool] (max_inflight 1000: one window of 1000),
@@ -50,6 +50,7 @@ enum impl {
 	I_FLOOR_NOSYNC,
 	I_FSAFE,
 	I_FSAFE_NOSYNC,
+	I_FSAFE_NAMED,
 	I_WRITER,
 	I_ASYNC,
 	I_BATCH,
@@ -71,6 +72,7 @@ static const struct spec specs[] = {
 	{ "floor-nosync", I_FLOOR_NOSYNC, 0, 0, 0 },
 	{ "fsafe", I_FSAFE, 0, 0, 0 },
 	{ "fsafe-nosync", I_FSAFE_NOSYNC, 0, 0, 0 },
+	{ "fsafe-named", I_FSAFE_NAMED, 0, 0, 0 },
 	{ "fsafe-writer", I_WRITER, 0, 0, 0 },
 	{ "fsafe-async", I_ASYNC, 0, 0, 0 },
 	{ "fsafe-batch10", I_BATCH, 10, 0, 0 },
@@ -145,6 +147,8 @@ static void run_single(const struct spec *s, int dirfd, long k, size_t len,
 	char name[32];
 
 	nosync.flags = FSAFE_NO_SYNC;
+	struct fsafe_write_opts named = FSAFE_WRITE_OPTS_INIT;
+	named.flags = FSAFE_NO_TMPFILE;
 	for (long i = 0; i < k; i++) {
 		const unsigned char *buf = bufs[(size_t)i % nbuf];
 		fsafe_writer *w;
@@ -169,6 +173,9 @@ static void run_single(const struct spec *s, int dirfd, long k, size_t len,
 			break;
 		case I_FSAFE_NOSYNC:
 			r = fsafe_write_fileat(dirfd, name, buf, len, &nosync);
+			break;
+		case I_FSAFE_NAMED:
+			r = fsafe_write_fileat(dirfd, name, buf, len, &named);
 			break;
 		case I_WRITER:
 			r = fsafe_writer_open(dirfd, name, NULL, &w);
