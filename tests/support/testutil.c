@@ -4,10 +4,15 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <cmocka.h>
 
 #include "fault.h"
 #include "fsafe.h"
@@ -83,7 +88,7 @@ bool tu_equals(const char *dir, const char *name, const void *buf, size_t len)
 	return eq;
 }
 
-static int count(const char *dir, bool staging_only)
+int tu_count_matching(const char *dir, bool (*match)(const char *name))
 {
 	DIR *d = opendir(dir);
 	struct dirent *e;
@@ -93,20 +98,26 @@ static int count(const char *dir, bool staging_only)
 		return -1;
 	while ((e = readdir(d)))
 		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
-		    (!staging_only || fsafe_is_staging_name(e->d_name)))
+		    match(e->d_name))
 			n++;
 	closedir(d);
 	return n;
 }
 
+static bool any_name(const char *name)
+{
+	(void)name;
+	return true;
+}
+
 int tu_count_entries(const char *dir)
 {
-	return count(dir, false);
+	return tu_count_matching(dir, any_name);
 }
 
 int tu_count_staging(const char *dir)
 {
-	return count(dir, true);
+	return tu_count_matching(dir, fsafe_is_staging_name);
 }
 
 int tu_fx_setup(void **state)
@@ -131,4 +142,19 @@ int tu_fx_teardown(void **state)
 	free(f->dir);
 	free(f);
 	return 0;
+}
+
+void tu_case_test(struct CMUnitTest *t, const char *what, const char *name,
+                  void (*fn)(void **state), const void *state)
+{
+	/* Static, not malloc'd: cmocka reads the names until the run ends and
+	   nothing frees them, which the ASan build would call a leak. */
+	static char names[64][96];
+	static size_t used;
+
+	if (used == sizeof(names) / sizeof(names[0]))
+		abort();
+	snprintf(names[used], sizeof(names[used]), "%s: %s", what, name);
+	*t = (struct CMUnitTest){ .name = names[used++], .test_func = fn,
+	                          .initial_state = (void *)state };
 }

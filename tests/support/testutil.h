@@ -20,6 +20,9 @@ bool tu_equals(const char *dir, const char *name, const void *buf, size_t len);
 int tu_count_entries(const char *dir);
 /* Number of entries satisfying fsafe_is_staging_name(). */
 int tu_count_staging(const char *dir);
+/* Number of entries (not "." / "..") whose name satisfies match(); -1 when
+   dir cannot be opened. */
+int tu_count_matching(const char *dir, bool (*match)(const char *name));
 
 /* A cmocka fixture: a fresh scratch directory, held open, and the number
    of descriptors open before the test (to check none leaks). */
@@ -30,5 +33,12 @@ struct tu_fx {
 };
 int tu_fx_setup(void **state);
 int tu_fx_teardown(void **state);
+
+/* One test of a parameterised group: named "<what>: <name>", with `state`
+   as its initial state. The name lives as long as the process (cmocka
+   only copies the pointer). */
+struct CMUnitTest;
+void tu_case_test(struct CMUnitTest *t, const char *what, const char *name,
+                  void (*fn)(void **state), const void *state);
 
 #endif
