@@ -1,15 +1,18 @@
 #define _GNU_SOURCE
 #include "spoolutil.h"
 
-#include <dirent.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "spool.h"
+#include "testutil.h"
 
 size_t su_record(uint64_t seq, unsigned char *buf)
 {
@@ -96,17 +99,52 @@ uint64_t su_read_all(fsafe_spool *s, uint64_t from, uint64_t *first,
 	return n;
 }
 
+static bool is_segment(const char *name)
+{
+	uint64_t seq;
+
+	return fsafe__seg_parse(name, &seq);
+}
+
 int su_count_segments(const char *dir)
 {
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	uint64_t seq;
-	int n = 0;
+	return tu_count_matching(dir, is_segment);
+}
 
-	if (!d)
-		return -1;
-	while ((e = readdir(d)))
-		n += fsafe__seg_parse(e->d_name, &seq);
-	closedir(d);
-	return n;
+struct fsafe_spool_stat su_stat(fsafe_spool *s)
+{
+	struct fsafe_spool_stat st = FSAFE_SPOOL_STAT_INIT;
+
+	assert_int_equal(fsafe_spool_stat(s, &st), 0);
+	return st;
+}
+
+void su_fx_init(struct su_fx *f)
+{
+	f->dir = tu_mkscratch();
+	f->fd = open(f->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	snprintf(f->sp, sizeof(f->sp), "%s/sp", f->dir);
+}
+
+void su_fx_fini(struct su_fx *f)
+{
+	close(f->fd);
+	tu_rmtree(f->dir);
+	free(f->dir);
+}
+
+int su_fx_setup(void **state)
+{
+	struct su_fx *f = calloc(1, sizeof(*f));
+
+	su_fx_init(f);
+	*state = f;
+	return 0;
+}
+
+int su_fx_teardown(void **state)
+{
+	su_fx_fini(*state);
+	free(*state);
+	return 0;
 }

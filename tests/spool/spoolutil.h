@@ -30,4 +30,21 @@ uint64_t su_read_all(fsafe_spool *s, uint64_t from, uint64_t *first,
 /* Files of the spool directory named like segments. */
 int su_count_segments(const char *dir);
 
+/* The spool's stat; asserts it succeeds. */
+struct fsafe_spool_stat su_stat(fsafe_spool *s);
+
+/* The spool tests' fixture: a fresh scratch directory, held open, and the
+   path of the spool "sp" that the tests open in it. */
+struct su_fx {
+	char *dir;
+	int fd;
+	char sp[4096];
+};
+/* For fixtures that hold a struct su_fx among their own fields. */
+void su_fx_init(struct su_fx *f);
+void su_fx_fini(struct su_fx *f);
+/* cmocka setup and teardown of a plain struct su_fx. */
+int su_fx_setup(void **state);
+int su_fx_teardown(void **state);
+
 #endif

@@ -22,41 +22,10 @@
 #include "spoolutil.h"
 #include "testutil.h"
 
-struct fx {
-	char *dir;
-	int fd;
-	char sp[4096];
-};
-
-static int setup(void **state)
-{
-	struct fx *f = calloc(1, sizeof(*f));
-
-	f->dir = tu_mkscratch();
-	f->fd = open(f->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	snprintf(f->sp, sizeof(f->sp), "%s/sp", f->dir);
-	*state = f;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct fx *f = *state;
-
-	close(f->fd);
-	tu_rmtree(f->dir);
-	free(f->dir);
-	free(f);
-	return 0;
-}
-
-static struct fsafe_spool_stat stat_of(fsafe_spool *s)
-{
-	struct fsafe_spool_stat st = FSAFE_SPOOL_STAT_INIT;
-
-	assert_int_equal(fsafe_spool_stat(s, &st), 0);
-	return st;
-}
+/* The fixture every spool test shares (spoolutil.c). */
+#define fx su_fx
+#define setup su_fx_setup
+#define teardown su_fx_teardown
 
 static void test_append_read_ack(void **state)
 {
@@ -64,7 +33,7 @@ static void test_append_read_ack(void **state)
 	uint64_t a, b;
 	fsafe_spool *s = su_open(f->fd, "sp", 0, 0);
 
-	assert_int_equal(stat_of(s).next_seq, 1);
+	assert_int_equal(su_stat(s).next_seq, 1);
 	assert_int_equal(su_read_all(s, FSAFE_SPOOL_FROM_CURSOR, &a, &b), 0);
 	assert_int_equal(su_append(s, 1, 100, 10), 0);
 	assert_int_equal(su_read_all(s, 1, &a, &b), 100);
@@ -72,23 +41,23 @@ static void test_append_read_ack(void **state)
 	assert_int_equal(su_read_all(s, 57, &a, &b), 44);
 	assert_int_equal(a, 57);
 	assert_int_equal(fsafe_spool_ack(s, 40), 0);
-	assert_int_equal(stat_of(s).cursor, 41);
+	assert_int_equal(su_stat(s).cursor, 41);
 	assert_int_equal(su_read_all(s, FSAFE_SPOOL_FROM_CURSOR, &a, &b), 60);
 	assert_int_equal(a, 41);
 	/* An ack behind the cursor changes nothing. */
 	assert_int_equal(fsafe_spool_ack(s, 3), 0);
-	assert_int_equal(stat_of(s).cursor, 41);
+	assert_int_equal(su_stat(s).cursor, 41);
 	fsafe_spool_close(s);
 
 	s = su_open(f->fd, "sp", 0, 0);
-	struct fsafe_spool_stat st = stat_of(s);
+	struct fsafe_spool_stat st = su_stat(s);
 	assert_int_equal(st.cursor, 41);
 	assert_int_equal(st.next_seq, 101);
 	assert_int_equal(st.quarantined + st.truncated, 0);
 	assert_int_equal(su_read_all(s, FSAFE_SPOOL_FROM_CURSOR, &a, &b), 60);
 	/* An ack past the end is clamped to the last record. */
 	assert_int_equal(fsafe_spool_ack(s, 1000), 0);
-	assert_int_equal(stat_of(s).cursor, 101);
+	assert_int_equal(su_stat(s).cursor, 101);
 	assert_int_equal(su_append(s, 101, 5, 5), 0);
 	assert_int_equal(su_read_all(s, FSAFE_SPOOL_FROM_CURSOR, &a, &b), 5);
 	assert_int_equal(a, 101);
@@ -104,12 +73,12 @@ static void test_rollover_and_drop(void **state)
 	assert_int_equal(su_append(s, 1, 500, 7), 0);
 	int segs = su_count_segments(f->sp);
 	assert_true(segs > 20);
-	assert_int_equal(stat_of(s).segments, (uint64_t)segs);
+	assert_int_equal(su_stat(s).segments, (uint64_t)segs);
 	assert_int_equal(su_read_all(s, 1, &a, &b), 500);
 	assert_int_equal(fsafe_spool_ack(s, 400), 0);
 	int left = su_count_segments(f->sp);
 	assert_true(left < segs / 2 && left >= 1);
-	assert_int_equal(stat_of(s).dropped, (uint64_t)(segs - left));
+	assert_int_equal(su_stat(s).dropped, (uint64_t)(segs - left));
 	/* From 1: the oldest record kept, never past the cursor. */
 	uint64_t n = su_read_all(s, 1, &a, &b);
 	assert_true(a > 1 && a <= 401 && b == 500 && n == 500 - a + 1);
@@ -136,7 +105,7 @@ static void test_limits(void **state)
 	uint64_t first;
 
 	assert_int_equal(fsafe_spool_append(s, v, 2, &first), -EMSGSIZE);
-	assert_int_equal(stat_of(s).next_seq, 1); /* nothing appended */
+	assert_int_equal(su_stat(s).next_seq, 1); /* nothing appended */
 	assert_int_equal(fsafe_spool_append(s, v, 1, &first), 0);
 	v[0].iov_len = 0; /* an empty record is a record */
 	assert_int_equal(fsafe_spool_append(s, v, 1, &first), 0);

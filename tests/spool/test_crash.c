@@ -53,8 +53,7 @@ struct variant {
 };
 
 struct fx {
-	char *dir;
-	int fd;
+	struct su_fx su;
 	uint64_t gap_lo, gap_hi; /* the corrupt segment's records */
 };
 
@@ -117,7 +116,7 @@ static void workload(int fd, struct progress *p)
 static void make_damaged(struct fx *f)
 {
 	char name[FSAFE__SEG_NAME_LEN + 1], p[4200];
-	fsafe_spool *s = try_open(f->fd);
+	fsafe_spool *s = try_open(f->su.fd);
 	fsafe_spool_reader *rd;
 	const void *d;
 	size_t len;
@@ -129,7 +128,7 @@ static void make_damaged(struct fx *f)
 	assert_int_equal(fsafe_spool_reader_open(s, 1, &rd), 0);
 	while (fsafe_spool_next(rd, &d, &len, &seq) == 1) {
 		fsafe__seg_name(name, seq);
-		snprintf(p, sizeof(p), "%s/sp/%s", f->dir, name);
+		snprintf(p, sizeof(p), "%s/%s", f->su.sp, name);
 		if (access(p, F_OK) == 0 && n < 16)
 			starts[n++] = seq;
 	}
@@ -139,12 +138,12 @@ static void make_damaged(struct fx *f)
 	f->gap_lo = starts[1];
 	f->gap_hi = starts[2];
 	fsafe__seg_name(name, starts[1]);
-	snprintf(p, sizeof(p), "%s/sp/%s", f->dir, name);
+	snprintf(p, sizeof(p), "%s/%s", f->su.sp, name);
 	int sfd = open(p, O_RDWR);
 	assert_int_equal(pwrite(sfd, "X", 1, FSAFE__SEG_HDR + 9), 1);
 	close(sfd);
 	fsafe__seg_name(name, starts[n - 1]);
-	snprintf(p, sizeof(p), "%s/sp/%s", f->dir, name);
+	snprintf(p, sizeof(p), "%s/%s", f->su.sp, name);
 	sfd = open(p, O_WRONLY | O_APPEND);
 	assert_int_equal(write(sfd, "FSPR-torn", 9), 9);
 	close(sfd);
@@ -152,10 +151,7 @@ static void make_damaged(struct fx *f)
 
 static void fresh(struct fx *f, const struct variant *v)
 {
-	char p[4200];
-
-	snprintf(p, sizeof(p), "%s/sp", f->dir);
-	tu_rmtree(p);
+	tu_rmtree(f->su.sp);
 	f->gap_lo = f->gap_hi = 0;
 	if (v->damaged)
 		make_damaged(f);
@@ -170,13 +166,12 @@ static bool in_gap(const struct fx *f, uint64_t seq)
 static void judge(struct fx *f, const struct progress *p, const char *what)
 {
 	struct fsafe_spool_stat st = FSAFE_SPOOL_STAT_INIT;
-	fsafe_spool *s = try_open(f->fd);
+	fsafe_spool *s = try_open(f->su.fd);
 	fsafe_spool_reader *rd;
 	unsigned char want[300];
 	const void *d;
 	size_t len;
 	uint64_t seq, expect = 0, last = 0;
-	char sp[4200];
 
 	if (!s)
 		fail_msg("%s: the spool does not open", what);
@@ -216,10 +211,9 @@ static void judge(struct fx *f, const struct progress *p, const char *what)
 		         (unsigned long long)st.cursor,
 		         (unsigned long long)p->acked);
 	fsafe_spool_close(s);
-	snprintf(sp, sizeof(sp), "%s/sp", f->dir);
-	if (tu_count_staging(sp))
+	if (tu_count_staging(f->su.sp))
 		fail_msg("%s: staging files left", what);
-	s = try_open(f->fd);
+	s = try_open(f->su.fd);
 	assert_non_null(s);
 	fsafe_spool_stat(s, &st);
 	if (st.quarantined || st.truncated)
@@ -233,7 +227,7 @@ static int calls_of(struct fx *f, const struct variant *v)
 
 	fresh(f, v);
 	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
-	workload(f->fd, &p);
+	workload(f->su.fd, &p);
 	int n = fault_calls();
 	fault_remove();
 	judge(f, &p, "no fault");
@@ -256,7 +250,7 @@ static void kill_at_every_call(struct fx *f, const struct variant *v)
 		if (pid == 0) {
 			fault_install(&(struct fault_plan){ .at = at,
 			                                    .kind = FAULT_KILL });
-			workload(f->fd, p);
+			workload(f->su.fd, p);
 			_exit(0);
 		}
 		int status;
@@ -282,7 +276,7 @@ static void fail_at_every_call(struct fx *f, const struct variant *v,
 		fresh(f, v);
 		fault_install(&(struct fault_plan){ .at = at, .kind = kind,
 		                                    .err = EIO });
-		workload(f->fd, &p);
+		workload(f->su.fd, &p);
 		fault_remove();
 		snprintf(what, sizeof(what), "%s, EIO %s call %d (%s)",
 		         v->name, kind == FAULT_PERSIST ? "from" : "at", at,
@@ -324,8 +318,7 @@ static int setup(void **state)
 {
 	struct fx *f = calloc(1, sizeof(*f));
 
-	f->dir = tu_mkscratch();
-	f->fd = open(f->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	su_fx_init(&f->su);
 	*state = f;
 	return 0;
 }
@@ -334,9 +327,7 @@ static int teardown(void **state)
 {
 	struct fx *f = *state;
 
-	close(f->fd);
-	tu_rmtree(f->dir);
-	free(f->dir);
+	su_fx_fini(&f->su);
 	free(f);
 	return 0;
 }

@@ -26,41 +26,10 @@
 #include "spoolutil.h"
 #include "testutil.h"
 
-struct fx {
-	char *dir;
-	int fd;
-	char sp[4096];
-};
-
-static int setup(void **state)
-{
-	struct fx *f = calloc(1, sizeof(*f));
-
-	f->dir = tu_mkscratch();
-	f->fd = open(f->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	snprintf(f->sp, sizeof(f->sp), "%s/sp", f->dir);
-	*state = f;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct fx *f = *state;
-
-	close(f->fd);
-	tu_rmtree(f->dir);
-	free(f->dir);
-	free(f);
-	return 0;
-}
-
-static struct fsafe_spool_stat stat_of(fsafe_spool *s)
-{
-	struct fsafe_spool_stat st = FSAFE_SPOOL_STAT_INIT;
-
-	assert_int_equal(fsafe_spool_stat(s, &st), 0);
-	return st;
-}
+/* The fixture every spool test shares (spoolutil.c). */
+#define fx su_fx
+#define setup su_fx_setup
+#define teardown su_fx_teardown
 
 static char *seg_path(struct fx *f, uint64_t first)
 {
@@ -128,7 +97,7 @@ static void expect_records(struct fx *f, uint64_t first, uint64_t last,
 {
 	uint64_t a, b;
 	fsafe_spool *s = su_open(f->fd, "sp", 0, 0);
-	struct fsafe_spool_stat st = stat_of(s);
+	struct fsafe_spool_stat st = su_stat(s);
 
 	uint64_t n = su_read_all(s, 1, &a, &b);
 	if (first) {
@@ -141,7 +110,7 @@ static void expect_records(struct fx *f, uint64_t first, uint64_t last,
 	assert_int_equal(st.truncated != 0, truncated);
 	fsafe_spool_close(s);
 	s = su_open(f->fd, "sp", 0, 0);
-	st = stat_of(s);
+	st = su_stat(s);
 	assert_int_equal(st.quarantined + st.truncated, 0);
 	su_read_all(s, 1, &a, &b);
 	if (first)
@@ -269,7 +238,7 @@ static void test_middle_bit_flip_quarantined(void **state)
 	poke(seg_path(f, segs[1]), FSAFE__SEG_HDR + FSAFE__FRAME_HDR + 40 % 5,
 	     0x10);
 	fsafe_spool *s = su_open(f->fd, "sp", 0, 0);
-	assert_int_equal(stat_of(s).quarantined, 1);
+	assert_int_equal(su_stat(s).quarantined, 1);
 	/* Reading continues with the next segment; nothing else is lost. */
 	fsafe_spool_reader *rd;
 	const void *d;
@@ -293,7 +262,7 @@ static void test_middle_bit_flip_quarantined(void **state)
 	assert_int_equal(access(seg_path(f, segs[1]), F_OK), -1);
 	/* Idempotent; appends go on after the last record. */
 	s = su_open(f->fd, "sp", 1024, 300);
-	assert_int_equal(stat_of(s).quarantined, 0);
+	assert_int_equal(su_stat(s).quarantined, 0);
 	assert_int_equal(su_append(s, 81, 5, 5), 0);
 	su_read_all(s, segs[2], &a, &b);
 	assert_true(a == segs[2] && b == 85);
@@ -324,7 +293,7 @@ static void test_bad_last_header(void **state)
 	expect_records(f, 1, segs[n - 1] - 1, 1, false);
 	/* Numbers continue after the last record kept. */
 	fsafe_spool *s = su_open(f->fd, "sp", 1024, 300);
-	assert_int_equal(stat_of(s).next_seq, segs[n - 1]);
+	assert_int_equal(su_stat(s).next_seq, segs[n - 1]);
 	assert_int_equal(su_append(s, segs[n - 1], 30, 4), 0);
 	fsafe_spool_close(s);
 	expect_records(f, 1, segs[n - 1] + 29, 0, false);
@@ -379,7 +348,7 @@ static void test_cursor_ahead_clamped(void **state)
 	fill(f, 0, 30);
 	put_cursor(f, 1000000, true);
 	fsafe_spool *s = su_open(f->fd, "sp", 0, 300);
-	struct fsafe_spool_stat st = stat_of(s);
+	struct fsafe_spool_stat st = su_stat(s);
 	assert_int_equal(st.cursor, 31);
 	assert_int_equal(st.next_seq, 31);
 	assert_int_equal(su_read_all(s, FSAFE_SPOOL_FROM_CURSOR, &a, &b), 0);
@@ -396,12 +365,12 @@ static void test_cursor_garbage_redelivers(void **state)
 	fill(f, 0, 30);
 	put_cursor(f, 20, false);
 	fsafe_spool *s = su_open(f->fd, "sp", 0, 300);
-	assert_int_equal(stat_of(s).cursor, 1);
+	assert_int_equal(su_stat(s).cursor, 1);
 	assert_int_equal(su_read_all(s, FSAFE_SPOOL_FROM_CURSOR, &a, &b), 30);
 	fsafe_spool_close(s);
 	tu_put(f->sp, "cursor", "x", 1);
 	s = su_open(f->fd, "sp", 0, 300);
-	assert_int_equal(stat_of(s).cursor, 1);
+	assert_int_equal(su_stat(s).cursor, 1);
 	fsafe_spool_close(s);
 	put_cursor(f, 20, true);
 	s = su_open(f->fd, "sp", 0, 300);
