@@ -1,7 +1,6 @@
 #define _GNU_SOURCE
 #include "lockutil.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -11,6 +10,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "testutil.h"
 
 struct fsafe_lock_owner lu_self(void)
 {
@@ -90,6 +91,36 @@ void lu_stop(pid_t pid)
 	waitpid(pid, NULL, 0);
 }
 
+pid_t lu_holder(int (*take)(void *arg, fsafe_lock **l), void *arg)
+{
+	int p[2];
+	char c;
+
+	if (pipe(p) != 0)
+		abort();
+	pid_t pid = fork();
+	if (pid < 0)
+		abort();
+	if (pid == 0) {
+		fsafe_lock *l;
+		if (take(arg, &l) != 0)
+			_exit(1);
+		(void)!write(p[1], "x", 1);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		for (;;)
+			pause();
+	}
+	/* Only the child's write end left open: its exit ends the read. */
+	close(p[1]);
+	ssize_t got = read(p[0], &c, 1);
+	close(p[0]);
+	if (got != 1) {
+		waitpid(pid, NULL, 0);
+		return -1;
+	}
+	return pid;
+}
+
 uint64_t lu_now_ms(void)
 {
 	struct timespec ts;
@@ -98,18 +129,14 @@ uint64_t lu_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+static bool is_private(const char *name)
+{
+	return strncmp(name, ".lock-", 6) == 0;
+}
+
 int lu_count_private(const char *dir)
 {
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	int n = 0;
-
-	if (!d)
-		return -1;
-	while ((e = readdir(d)))
-		n += strncmp(e->d_name, ".lock-", 6) == 0;
-	closedir(d);
-	return n;
+	return tu_count_matching(dir, is_private);
 }
 
 int lu_open_dir(const char *dir)

@@ -18,6 +18,10 @@ struct fsafe_lock_owner lu_dead_owner(void);
 /* A child blocked in pause() until lu_stop(); its record, if o != NULL. */
 pid_t lu_sleeper(struct fsafe_lock_owner *o);
 void lu_stop(pid_t pid);
+/* A child that takes a lock with take(arg, &l), then holds it in pause()
+   until killed (lu_stop(), or its parent's death). Returns its pid once it
+   holds; -1 when the take failed. */
+pid_t lu_holder(int (*take)(void *arg, fsafe_lock **l), void *arg);
 /* Monotonic milliseconds. */
 uint64_t lu_now_ms(void);
 /* Entries named .lock-*. */

@@ -15,7 +15,6 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -26,31 +25,11 @@
 #include "lockutil.h"
 #include "testutil.h"
 
-struct fx {
-	char *dir;
-	int dfd;
-};
-
-static int setup(void **state)
-{
-	struct fx *f = calloc(1, sizeof(*f));
-
-	f->dir = tu_mkscratch();
-	f->dfd = lu_open_dir(f->dir);
-	*state = f;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct fx *f = *state;
-
-	close(f->dfd);
-	tu_rmtree(f->dir);
-	free(f->dir);
-	free(f);
-	return 0;
-}
+/* The scratch-directory fixture of testutil; the descriptor count it
+   takes is not checked here. */
+#define fx tu_fx
+#define setup tu_fx_setup
+#define teardown tu_fx_teardown
 
 static int take(struct fx *f, unsigned flags, uint64_t timeout_ms,
                 uint64_t grace_ms, fsafe_lock **l)
@@ -60,7 +39,7 @@ static int take(struct fx *f, unsigned flags, uint64_t timeout_ms,
 	o.flags = flags;
 	o.timeout_ms = timeout_ms;
 	o.grace_ms = grace_ms;
-	return fsafe_lock_acquire(f->dfd, "app.lock", &o, l);
+	return fsafe_lock_acquire(f->dirfd, "app.lock", &o, l);
 }
 
 static void expect_held(struct fx *f, unsigned flags)
@@ -89,14 +68,14 @@ static void basic(void **state)
 	struct fsafe_lock_owner o = { .size = sizeof(o) };
 	fsafe_lock *l;
 
-	assert_int_equal(fsafe_lock_inspect(f->dfd, "app.lock", &o), -ENOENT);
+	assert_int_equal(fsafe_lock_inspect(f->dirfd, "app.lock", &o), -ENOENT);
 	assert_int_equal(take(f, 0, 0, 0, &l), 0);
 	assert_int_equal(fsafe_lock_broken(l), 0);
 	/* Only the lock itself: the staging name is gone. */
 	assert_int_equal(tu_count_entries(f->dir), 1);
 	assert_int_equal(lu_count_private(f->dir), 0);
 
-	assert_int_equal(fsafe_lock_inspect(f->dfd, "app.lock", &o), 0);
+	assert_int_equal(fsafe_lock_inspect(f->dirfd, "app.lock", &o), 0);
 	assert_int_equal(o.pid, getpid());
 	assert_int_equal(o.liveness, FSAFE_OWNER_ALIVE);
 	assert_false(o.kernel);
@@ -155,14 +134,12 @@ static void waits_for_release(void **state)
 	assert_int_equal(fsafe_lock_broken(l), 0);
 	/* The record says when it was taken, not when the wait began. */
 	struct fsafe_lock_owner o = { .size = sizeof(o) };
-	assert_int_equal(fsafe_lock_inspect(f->dfd, "app.lock", &o), 0);
+	assert_int_equal(fsafe_lock_inspect(f->dirfd, "app.lock", &o), 0);
 	assert_true(o.time_ms >= began + 1000);
 	int st;
 	waitpid(pid, &st, 0);
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	assert_int_equal(fsafe_lock_release(l), 0);
-	close(p[0]);
-	close(p[1]);
 }
 
 static void forge(struct fx *f, const struct fsafe_lock_owner *o)
@@ -177,7 +154,7 @@ static void dead_owner_broken(void **state)
 	struct fsafe_lock_owner dead = lu_dead_owner();
 
 	forge(f, &dead);
-	assert_int_equal(fsafe_lock_inspect(f->dfd, "app.lock", &o), 0);
+	assert_int_equal(fsafe_lock_inspect(f->dirfd, "app.lock", &o), 0);
 	assert_int_equal(o.liveness, FSAFE_OWNER_DEAD);
 	assert_int_equal(o.pid, dead.pid);
 	take_and_release(f, 0, 1);
@@ -222,7 +199,7 @@ static void other_host(void **state)
 	expect_held(f, 0);
 	fsafe_lock *l = NULL;
 	assert_int_equal(take(f, 0, 200, 0, &l), -ETIMEDOUT);
-	assert_int_equal(fsafe_lock_inspect(f->dfd, "app.lock", &o), 0);
+	assert_int_equal(fsafe_lock_inspect(f->dirfd, "app.lock", &o), 0);
 	assert_int_equal(o.liveness, FSAFE_OWNER_UNKNOWN);
 	assert_string_equal(o.host, "build-3");
 	take_and_release(f, FSAFE_LOCK_FORCE, 1);
@@ -235,51 +212,12 @@ static void newer_version(void **state)
 	const char *v2 = "fsafe-lock 2\nfrom the future\n";
 
 	tu_put(f->dir, "app.lock", v2, strlen(v2));
-	assert_int_equal(fsafe_lock_inspect(f->dfd, "app.lock", &o),
+	assert_int_equal(fsafe_lock_inspect(f->dirfd, "app.lock", &o),
 	                 -EPROTONOSUPPORT);
 	assert_int_equal(o.version, 2);
 	assert_int_equal(o.liveness, FSAFE_OWNER_UNKNOWN);
 	expect_held(f, 0);
 	take_and_release(f, FSAFE_LOCK_FORCE, 1);
-}
-
-/* The first call named `name` in a traced, unfaulted run of acquire. */
-static int call_index(struct fx *f, const char *name)
-{
-	struct fault_plan count = { .kind = FAULT_NONE };
-	fsafe_lock *l = NULL;
-
-	fault_install(&count);
-	take(f, FSAFE_LOCK_NO_WAIT, 0, 0, &l);
-	int n = fault_calls();
-	fault_remove();
-	fsafe_lock_release(l);
-	for (int i = 1; i <= n; i++)
-		if (strcmp(fault_call_name(i), name) == 0)
-			return i;
-	fail_msg("no %s call", name);
-	return 0;
-}
-
-/* EPERM from kill(), injected through the system-call table: kept. */
-static void eperm_keeps(void **state)
-{
-	struct fx *f = *state;
-	struct fsafe_lock_owner dead = lu_dead_owner();
-	struct fault_plan plan = { .kind = FAULT_ERRNO, .err = EPERM };
-	fsafe_lock *l = NULL;
-
-	forge(f, &dead);
-	plan.at = call_index(f, "kill");
-	forge(f, &dead);
-	fault_install(&plan);
-	int r = take(f, FSAFE_LOCK_NO_WAIT, 0, 0, &l);
-	bool fired = fault_fired();
-	fault_remove();
-	assert_true(fired);
-	assert_int_equal(r, -EWOULDBLOCK);
-	assert_int_equal(tu_count_entries(f->dir), 1);
-	take_and_release(f, 0, 1); /* without EPERM: dead, broken */
 }
 
 /* The n-th call named `name` in a traced run of a try-once acquire. */
@@ -300,16 +238,50 @@ static int nth_call(struct fx *f, const char *name, int nth)
 	return 0;
 }
 
-static int take_with_ebadf_at(struct fx *f, int at, fsafe_lock **l)
+/* A try-once acquire under `plan`, which must fire; its result. */
+static int take_faulted(struct fx *f, const struct fault_plan *plan,
+                        fsafe_lock **l)
 {
-	struct fault_plan plan = { .at = at, .kind = FAULT_ERRNO, .err = EBADF };
-
-	fault_install(&plan);
+	fault_install(plan);
 	int r = take(f, FSAFE_LOCK_NO_WAIT, 0, 0, l);
 	bool fired = fault_fired();
 	fault_remove();
 	assert_true(fired);
 	return r;
+}
+
+/* A try-once acquire of a lock held by `dead`, with `plan` at the first
+   call named `name` (found in a clean run, which breaks the lock: it is
+   forged again for the faulted one). */
+static int take_dead_faulted(struct fx *f, const struct fsafe_lock_owner *dead,
+                             struct fault_plan *plan, const char *name,
+                             fsafe_lock **l)
+{
+	forge(f, dead);
+	plan->at = nth_call(f, name, 1);
+	forge(f, dead);
+	return take_faulted(f, plan, l);
+}
+
+/* EPERM from kill(), injected through the system-call table: kept. */
+static void eperm_keeps(void **state)
+{
+	struct fx *f = *state;
+	struct fsafe_lock_owner dead = lu_dead_owner();
+	struct fault_plan plan = { .kind = FAULT_ERRNO, .err = EPERM };
+	fsafe_lock *l = NULL;
+
+	int r = take_dead_faulted(f, &dead, &plan, "kill", &l);
+	assert_int_equal(r, -EWOULDBLOCK);
+	assert_int_equal(tu_count_entries(f->dir), 1);
+	take_and_release(f, 0, 1); /* without EPERM: dead, broken */
+}
+
+static int take_with_ebadf_at(struct fx *f, int at, fsafe_lock **l)
+{
+	struct fault_plan plan = { .at = at, .kind = FAULT_ERRNO, .err = EBADF };
+
+	return take_faulted(f, &plan, l);
 }
 
 /*
@@ -372,15 +344,8 @@ static void breaker_guard(void **state)
 	struct fault_plan plan = { .kind = FAULT_HOOK, .hook = rival };
 	fsafe_lock *l = NULL;
 
-	forge(f, &dead);
-	plan.at = call_index(f, "renameat");
-	forge(f, &dead);
 	hook_fx = f;
-	fault_install(&plan);
-	int r = take(f, FSAFE_LOCK_NO_WAIT, 0, 0, &l);
-	bool fired = fault_fired();
-	fault_remove();
-	assert_true(fired);
+	int r = take_dead_faulted(f, &dead, &plan, "renameat", &l);
 	assert_int_equal(hook_child_broke, 0); /* the rival was kept out */
 	assert_int_equal(r, 0);
 	assert_int_equal(fsafe_lock_broken(l), 1);
@@ -388,12 +353,17 @@ static void breaker_guard(void **state)
 	assert_int_equal(tu_count_entries(f->dir), 0);
 }
 
-static void put_lock(struct fx *f, const void *buf, size_t len)
+static void remove_lock(struct fx *f)
 {
 	char *p;
 	assert_true(asprintf(&p, "%s/app.lock", f->dir) > 0);
 	unlink(p);
 	free(p);
+}
+
+static void put_lock(struct fx *f, const void *buf, size_t len)
+{
+	remove_lock(f);
 	tu_put(f->dir, "app.lock", buf, len);
 }
 
@@ -422,7 +392,7 @@ static void malformed(void **state)
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		put_lock(f, cases[i].buf, cases[i].len);
-		assert_int_equal(fsafe_lock_inspect(f->dfd, "app.lock", &o),
+		assert_int_equal(fsafe_lock_inspect(f->dirfd, "app.lock", &o),
 		                 -EBADMSG);
 		fsafe_lock *l = NULL;
 		/* Young: kept (default grace is 10 s). */
@@ -455,20 +425,20 @@ static void not_a_file(void **state)
 	assert_true(asprintf(&p, "%s/app.lock", f->dir) > 0);
 	assert_int_equal(mkdir(p, 0755), 0);
 	assert_int_equal(take(f, FSAFE_LOCK_NO_WAIT, 0, 0, &l), -EISDIR);
-	assert_int_equal(fsafe_lock_inspect(f->dfd, "app.lock", &o), -EISDIR);
+	assert_int_equal(fsafe_lock_inspect(f->dirfd, "app.lock", &o), -EISDIR);
 	rmdir(p);
 	assert_int_equal(symlink("elsewhere", p), 0);
 	assert_int_equal(take(f, FSAFE_LOCK_NO_WAIT, 0, 0, &l), -ELOOP);
-	assert_int_equal(fsafe_lock_inspect(f->dfd, "app.lock", &o), -ELOOP);
+	assert_int_equal(fsafe_lock_inspect(f->dirfd, "app.lock", &o), -ELOOP);
 	unlink(p);
 	assert_int_equal(lu_count_private(f->dir), 0);
 	free(p);
-	assert_int_equal(fsafe_lock_acquire(f->dfd, "", NULL, &l), -EINVAL);
-	assert_int_equal(fsafe_lock_acquire(f->dfd, "nodir/x.lock", NULL, &l),
+	assert_int_equal(fsafe_lock_acquire(f->dirfd, "", NULL, &l), -EINVAL);
+	assert_int_equal(fsafe_lock_acquire(f->dirfd, "nodir/x.lock", NULL, &l),
 	                 -ENOENT);
 	struct fsafe_lock_opts bad = FSAFE_LOCK_OPTS_INIT;
 	bad.flags = 1u << 20;
-	assert_int_equal(fsafe_lock_acquire(f->dfd, "x.lock", &bad, &l), -EINVAL);
+	assert_int_equal(fsafe_lock_acquire(f->dirfd, "x.lock", &bad, &l), -EINVAL);
 }
 
 /* Release of a lock someone force-broke reports it and removes nothing. */
@@ -563,7 +533,7 @@ static void orphans(void **state)
 	free(p);
 
 	/* The atomic-write sweep never touches them, even at age 0. */
-	assert_int_equal(fsafe_sweep(f->dfd, ".", 0, 0, NULL, NULL), 0);
+	assert_int_equal(fsafe_sweep(f->dirfd, ".", 0, 0, NULL, NULL), 0);
 	assert_int_equal(lu_count_private(f->dir), 8);
 
 	fsafe_lock *l;
@@ -583,6 +553,11 @@ static void orphans(void **state)
 	assert_int_equal(lu_count_private(f->dir), 2); /* far, and .tmpx */
 }
 
+static int take_kernel(void *f, fsafe_lock **l)
+{
+	return take(f, FSAFE_LOCK_KERNEL, 0, 0, l);
+}
+
 static void kernel_mode(void **state)
 {
 	struct fx *f = *state;
@@ -590,7 +565,7 @@ static void kernel_mode(void **state)
 	fsafe_lock *l, *l2 = NULL;
 
 	assert_int_equal(take(f, FSAFE_LOCK_KERNEL, 0, 0, &l), 0);
-	assert_int_equal(fsafe_lock_inspect(f->dfd, "app.lock", &o), 0);
+	assert_int_equal(fsafe_lock_inspect(f->dirfd, "app.lock", &o), 0);
 	assert_true(o.kernel);
 	assert_int_equal(o.pid, getpid());
 	assert_int_equal(o.liveness, FSAFE_OWNER_ALIVE);
@@ -602,38 +577,21 @@ static void kernel_mode(void **state)
 	assert_int_equal(fsafe_lock_release(l), 0);
 	/* The file stays (never unlinked), but it is not held. */
 	assert_int_equal(tu_count_entries(f->dir), 1);
-	assert_int_equal(fsafe_lock_inspect(f->dfd, "app.lock", &o), -ENOENT);
+	assert_int_equal(fsafe_lock_inspect(f->dirfd, "app.lock", &o), -ENOENT);
 
 	/* A holder killed: the kernel frees the lock at once. */
-	int p[2];
-	char c;
-	assert_int_equal(pipe(p), 0);
-	pid_t pid = fork();
-	if (pid == 0) {
-		fsafe_lock *h;
-		if (take(f, FSAFE_LOCK_KERNEL, 0, 0, &h) != 0)
-			_exit(1);
-		(void)!write(p[1], "x", 1);
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		for (;;)
-			pause();
-	}
-	assert_int_equal(read(p[0], &c, 1), 1);
-	assert_int_equal(fsafe_lock_inspect(f->dfd, "app.lock", &o), 0);
+	pid_t pid = lu_holder(take_kernel, f);
+	assert_true(pid > 0);
+	assert_int_equal(fsafe_lock_inspect(f->dirfd, "app.lock", &o), 0);
 	assert_int_equal(o.pid, pid);
 	expect_held(f, FSAFE_LOCK_KERNEL);
 	lu_stop(pid);
 	assert_int_equal(take(f, FSAFE_LOCK_KERNEL | FSAFE_LOCK_NO_WAIT, 0, 0,
 	                      &l), 0);
 	assert_int_equal(fsafe_lock_release(l), 0);
-	close(p[0]);
-	close(p[1]);
 
 	/* A kernel-mode acquire refuses a link-mode lock. */
-	char *path;
-	assert_true(asprintf(&path, "%s/app.lock", f->dir) > 0);
-	unlink(path);
-	free(path);
+	remove_lock(f);
 	assert_int_equal(take(f, 0, 0, 0, &l), 0);
 	assert_int_equal(take(f, FSAFE_LOCK_KERNEL | FSAFE_LOCK_NO_WAIT, 0, 0,
 	                      &l2), -EINVAL);

@@ -26,31 +26,11 @@
 /* Far beyond the calls one acquire + release makes. */
 #define MAX_CALLS 400
 
-struct fx {
-	char *dir;
-	int dfd;
-};
-
-static int setup(void **state)
-{
-	struct fx *f = calloc(1, sizeof(*f));
-
-	f->dir = tu_mkscratch();
-	f->dfd = lu_open_dir(f->dir);
-	*state = f;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct fx *f = *state;
-
-	close(f->dfd);
-	tu_rmtree(f->dir);
-	free(f->dir);
-	free(f);
-	return 0;
-}
+/* The scratch-directory fixture of testutil; the descriptor count it
+   takes is not checked here. */
+#define fx tu_fx
+#define setup tu_fx_setup
+#define teardown tu_fx_teardown
 
 enum scenario { FRESH, DEAD_LOCK, KERNEL };
 
@@ -80,7 +60,7 @@ static void crash_at(struct fx *f, enum scenario s, int n)
 
 	o.flags = flags_of(s) | FSAFE_LOCK_NO_WAIT;
 	fault_install(&plan);
-	int r = fsafe_lock_acquire(f->dfd, "app.lock", &o, &l);
+	int r = fsafe_lock_acquire(f->dirfd, "app.lock", &o, &l);
 	if (r == 0)
 		r = fsafe_lock_release(l);
 	fault_remove();
@@ -95,7 +75,7 @@ static void check_after(struct fx *f, enum scenario s, int n)
 	fsafe_lock *l;
 
 	o.flags = flags_of(s) | FSAFE_LOCK_NO_WAIT;
-	int r = fsafe_lock_acquire(f->dfd, "app.lock", &o, &l);
+	int r = fsafe_lock_acquire(f->dirfd, "app.lock", &o, &l);
 	if (r != 0)
 		fail_msg("killed at call %d: next acquire gives %d", n, r);
 	assert_int_equal(fsafe_lock_release(l), 0);
@@ -169,7 +149,7 @@ static void errors_everywhere(struct fx *f, enum scenario s, int err)
 		clear(f);
 		prepare(f, s);
 		fault_install(&plan);
-		int r = fsafe_lock_acquire(f->dfd, "app.lock", &o, &l);
+		int r = fsafe_lock_acquire(f->dirfd, "app.lock", &o, &l);
 		bool fired = fault_fired();
 		const char *what = fault_call_name(n);
 		fault_remove();

@@ -18,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -308,28 +307,21 @@ static void counter_with_kills(void **state)
 	assert_int_equal(lu_count_private(f->dir), 0);
 }
 
+static int holder_take(void *f, fsafe_lock **l)
+{
+	return lock_wait(f, l);
+}
+
 /* A holder SIGKILLed while holding: the next acquirer breaks it at once,
    even before the holder is reaped (a zombie holds nothing). */
 static void killed_holder_broken_at_once(void **state)
 {
 	struct fx *f = *state;
-	int p[2];
-	char c;
 	siginfo_t si;
 
 	for (int reap = 0; reap < 2; reap++) {
-		assert_int_equal(pipe(p), 0);
-		pid_t pid = fork();
-		if (pid == 0) {
-			fsafe_lock *h;
-			if (lock_wait(f, &h) != 0)
-				_exit(1);
-			(void)!write(p[1], "x", 1);
-			prctl(PR_SET_PDEATHSIG, SIGKILL);
-			for (;;)
-				pause();
-		}
-		assert_int_equal(read(p[0], &c, 1), 1);
+		pid_t pid = lu_holder(holder_take, f);
+		assert_true(pid > 0);
 		kill(pid, SIGKILL);
 		assert_int_equal(waitid(P_PID, (id_t)pid, &si,
 		                        WEXITED | (reap ? 0 : WNOWAIT)), 0);
@@ -349,8 +341,6 @@ static void killed_holder_broken_at_once(void **state)
 		assert_int_equal(fsafe_lock_release(l), 0);
 		if (!reap)
 			waitpid(pid, NULL, 0);
-		close(p[0]);
-		close(p[1]);
 	}
 }
 
