@@ -1,7 +1,6 @@
 #define _GNU_SOURCE
 #include "ibutil.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -12,6 +11,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "testutil.h"
 
 fsafe_inbox *ibu_open(const char *dir, unsigned flags)
 {
@@ -87,20 +88,15 @@ size_t ibu_drain(const char *dir, unsigned flags, char (*ids)[64],
 	return n;
 }
 
+static bool not_staging(const char *name)
+{
+	return !fsafe_is_staging_name(name);
+}
+
 int ibu_count(const char *dir, const char *sub)
 {
 	char path[4096];
-	struct dirent *e;
-	int n = 0;
 
 	snprintf(path, sizeof(path), "%s/%s", dir, sub);
-	DIR *d = opendir(path);
-	if (!d)
-		return -1;
-	while ((e = readdir(d)))
-		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
-		    !fsafe_is_staging_name(e->d_name))
-			n++;
-	closedir(d);
-	return n;
+	return tu_count_matching(path, not_staging);
 }

@@ -300,17 +300,12 @@ int main(void)
 {
 	enum { N = sizeof(ops) / sizeof(ops[0]) };
 	struct CMUnitTest tests[2 * N];
-	char names[2 * N][80];
 
 	for (size_t i = 0; i < N; i++) {
-		snprintf(names[2 * i], 80, "kill: %s", ops[i].name);
-		snprintf(names[2 * i + 1], 80, "error: %s", ops[i].name);
-		tests[2 * i] = (struct CMUnitTest){
-			.name = names[2 * i], .test_func = kill_every_call,
-			.initial_state = (void *)&ops[i] };
-		tests[2 * i + 1] = (struct CMUnitTest){
-			.name = names[2 * i + 1], .test_func = error_every_call,
-			.initial_state = (void *)&ops[i] };
+		tu_case_test(&tests[2 * i], "kill", ops[i].name,
+		             kill_every_call, &ops[i]);
+		tu_case_test(&tests[2 * i + 1], "error", ops[i].name,
+		             error_every_call, &ops[i]);
 	}
 	return _cmocka_run_group_tests("inbox_crash", tests, 2 * N, NULL, NULL);
 }

@@ -304,18 +304,18 @@ static bool in(char (*ids)[64], size_t n, const char *id)
 
 /* Claim directories (p-) left: a consumer killed while being born may
    leave an empty b- directory, which recovery removes after a grace. */
+static bool is_claim_dir(const char *name)
+{
+	return strncmp(name, "p-", 2) == 0;
+}
+
 static int claim_dirs(void)
 {
 	char path[1200];
-	struct dirent *e;
-	int n = 0;
 
 	snprintf(path, sizeof(path), "%s/claimed", dir);
-	DIR *d = opendir(path);
-	assert_non_null(d);
-	while ((e = readdir(d)))
-		n += strncmp(e->d_name, "p-", 2) == 0;
-	closedir(d);
+	int n = tu_count_matching(path, is_claim_dir);
+	assert_true(n >= 0);
 	return n;
 }
 
