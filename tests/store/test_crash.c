@@ -281,21 +281,16 @@ static void error_every_call(void **state)
 int main(void)
 {
 	struct CMUnitTest tests[2 * NOPS];
-	char names[2 * NOPS][64];
 
 	for (size_t i = 0; i < OLD_LEN; i++)
 		old_v[i] = (unsigned char)(1 + i % 101);
 	for (size_t i = 0; i < NEW_LEN; i++)
 		new_v[i] = (unsigned char)(128 + i % 97);
 	for (size_t i = 0; i < NOPS; i++) {
-		snprintf(names[2 * i], 64, "kill: %s", ops[i].name);
-		snprintf(names[2 * i + 1], 64, "error: %s", ops[i].name);
-		tests[2 * i] = (struct CMUnitTest){
-			.name = names[2 * i], .test_func = kill_every_call,
-			.initial_state = (void *)&ops[i] };
-		tests[2 * i + 1] = (struct CMUnitTest){
-			.name = names[2 * i + 1], .test_func = error_every_call,
-			.initial_state = (void *)&ops[i] };
+		tu_case_test(&tests[2 * i], "kill", ops[i].name,
+		             kill_every_call, &ops[i]);
+		tu_case_test(&tests[2 * i + 1], "error", ops[i].name,
+		             error_every_call, &ops[i]);
 	}
 	return _cmocka_run_group_tests("store_crash", tests, 2 * NOPS, NULL,
 	                               NULL);
