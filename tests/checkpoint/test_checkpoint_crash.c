@@ -359,7 +359,6 @@ static void error_every_call(void **state)
 int main(void)
 {
 	struct CMUnitTest tests[8];
-	static char names[8][96];
 	size_t n = 0;
 
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
@@ -368,22 +367,12 @@ int main(void)
 		big_old[i] = (unsigned char)(i * 31 + 1);
 	for (size_t i = 0; i < sizeof(big_new); i++)
 		big_new[i] = (unsigned char)(i * 17 + 2);
-	for (size_t i = 0; i < 3; i++) {
-		snprintf(names[n], sizeof(names[n]), "kill: %s",
-		         variants[i].name);
-		tests[n] = (struct CMUnitTest){ .name = names[n],
-		        .test_func = kill_every_call,
-		        .initial_state = (void *)&variants[i] };
-		n++;
-	}
-	for (size_t i = 0; i < 3; i++) {
-		snprintf(names[n], sizeof(names[n]), "errors: %s",
-		         variants[i].name);
-		tests[n] = (struct CMUnitTest){ .name = names[n],
-		        .test_func = error_every_call,
-		        .initial_state = (void *)&variants[i] };
-		n++;
-	}
+	for (size_t i = 0; i < 3; i++)
+		tu_case_test(&tests[n++], "kill", variants[i].name,
+		             kill_every_call, &variants[i]);
+	for (size_t i = 0; i < 3; i++)
+		tu_case_test(&tests[n++], "errors", variants[i].name,
+		             error_every_call, &variants[i]);
 	return _cmocka_run_group_tests("checkpoint_crash", tests, n, NULL,
 	                               NULL);
 }
