@@ -124,7 +124,10 @@ FSAFE_API unsigned fsafe_lock_broken(const fsafe_lock *l);
  * no longer ours (force-broken by someone, or removed by hand) - mutual
  * exclusion may have been lost while it was held; -EPERM when called in
  * another process than the one that acquired it (nothing removed); or
- * another negative errno. NULL is a no-op.
+ * another negative errno (an I/O error removing the name). After such an
+ * error a link-mode lock may still be in place with this process as its
+ * owner: others then wait until this process exits (its record then names
+ * a dead owner) or break it with FSAFE_LOCK_FORCE. NULL is a no-op.
  */
 FSAFE_API int fsafe_lock_release(fsafe_lock *l);
 

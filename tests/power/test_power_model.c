@@ -367,11 +367,12 @@ static void log_write(int fd, off_t off, const void *b, ssize_t n)
 
 static ssize_t r_write(int fd, const void *b, size_t n)
 {
-	off_t off = lseek(fd, 0, SEEK_CUR);
-
 	tick("write");
 	ssize_t r = next_sys->write(fd, b, n);
 	int e = errno;
+	/* Where it landed, read after the fact: with O_APPEND the offset
+	   before the write is not where the bytes go. */
+	off_t off = r > 0 ? lseek(fd, 0, SEEK_CUR) - r : 0;
 	log_write(fd, off, b, r);
 	errno = e;
 	return r;
