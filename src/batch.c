@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "error.h"
@@ -21,7 +22,9 @@
 #include "sys.h"
 #include "writer.h"
 
-#define DEFAULT_INFLIGHT 128
+/* The default window: a quarter of the descriptor limit, within these. */
+#define INFLIGHT_MIN 128
+#define INFLIGHT_MAX 1024
 #define NO_DIR ((size_t)-1)
 
 struct item {
@@ -51,6 +54,22 @@ struct fsafe_batch {
 	size_t ndirs, dcap;
 };
 
+/*
+ * Every window syncs once (a syncfs, or all its files at once), so fewer,
+ * larger windows are faster: 1000 files in one window ran 20-30 % faster
+ * than in eight of 128. But each file of a window holds a descriptor, and
+ * the process has other uses for its limit; a quarter of it is ours.
+ */
+static unsigned default_inflight(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur / 4 < INFLIGHT_MIN)
+		return INFLIGHT_MIN;
+	return rl.rlim_cur / 4 > INFLIGHT_MAX ? INFLIGHT_MAX
+	                                      : (unsigned)(rl.rlim_cur / 4);
+}
+
 int fsafe_batch_new(const struct fsafe_batch_opts *opts, fsafe_batch **out)
 {
 	struct fsafe_batch_opts in = { 0 };
@@ -66,7 +85,7 @@ int fsafe_batch_new(const struct fsafe_batch_opts *opts, fsafe_batch **out)
 	if (!b)
 		return -ENOMEM;
 	b->flags = in.flags;
-	b->inflight = in.max_inflight ? in.max_inflight : DEFAULT_INFLIGHT;
+	b->inflight = in.max_inflight ? in.max_inflight : default_inflight();
 	b->syncfs_min = in.syncfs_min ? in.syncfs_min : FSAFE_BATCH_SYNCFS_MIN;
 	*out = b;
 	return 0;

@@ -44,7 +44,9 @@ enum {
 struct fsafe_batch_opts {
 	size_t size;           /* sizeof(struct fsafe_batch_opts), or 0 */
 	unsigned flags;        /* FSAFE_BATCH_* */
-	unsigned max_inflight; /* files staged (fds open) at once; 0: 128 */
+	/* Files staged (descriptors open) at once, a window; 0: a quarter
+	   of the soft RLIMIT_NOFILE at fsafe_batch_new(), within 128..1024. */
+	unsigned max_inflight;
 	unsigned syncfs_min;   /* 0: FSAFE_BATCH_SYNCFS_MIN */
 };
 

@@ -10,7 +10,9 @@
 
 #include "sys.h"
 
-#define TRACE_MAX 4096
+/* Names of the first calls kept for fault_call_name(): enough for a
+   batch of 1100 files (about ten calls each). */
+#define TRACE_MAX 16384
 
 static struct fault_plan plan;
 static atomic_int calls;

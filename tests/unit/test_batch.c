@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -281,6 +282,50 @@ static void large_windows_sync_the_filesystem_once(void **state)
 	assert_all_new(f);
 }
 
+/* Windows of a batch of `n` files under a soft descriptor limit `soft`,
+   counted as syncfs calls (every window syncs its filesystem once). */
+static int windows_under(struct fx *f, rlim_t soft, int n)
+{
+	static const char data[] = "window";
+	struct fsafe_batch_opts bo = FSAFE_BATCH_OPTS_INIT;
+	struct rlimit old, rl;
+	fsafe_batch *b;
+
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+	rl = old;
+	rl.rlim_cur = soft;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	bo.syncfs_min = 8;
+	assert_int_equal(fsafe_batch_new(&bo, &b), 0);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+	for (int i = 0; i < n; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "w%d", i);
+		assert_int_equal(fsafe_batch_add(b, f->dirfd, name, data,
+		                                 sizeof(data), NULL), i);
+	}
+	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
+	assert_int_equal(fsafe_batch_commit(b), 0);
+	int w = calls_named("syncfs");
+	fault_remove();
+	fsafe_batch_free(b);
+	return w;
+}
+
+/* The default window is a quarter of the descriptor limit, 128..1024. */
+static void the_default_window_follows_the_descriptor_limit(void **state)
+{
+	struct fx *f = *state;
+	struct rlimit rl;
+
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < 4096)
+		skip(); /* cannot raise the soft limit to 4096 here */
+	assert_int_equal(windows_under(f, 256, 300), 3);  /* 128 each */
+	assert_int_equal(windows_under(f, 600, 300), 2);  /* 150 each */
+	assert_int_equal(windows_under(f, 4096, 1100), 2); /* 1024 each */
+}
+
 static int first_call_named(const char *name)
 {
 	for (int i = 1; i <= fault_calls(); i++)
@@ -404,6 +449,7 @@ int main(void)
 		T(dir_sync_failure_marks_its_directory),
 		T(large_windows_sync_the_filesystem_once),
 		T(syncfs_failure_fails_what_it_covered),
+		T(the_default_window_follows_the_descriptor_limit),
 		T(freeing_uncommitted_changes_nothing),
 		T(memory_stays_bounded),
 	};
