@@ -240,6 +240,7 @@ static int resolve_target(const fsafe_root *root, const char *path,
 	int r;
 
 	t->dirfd = -1;
+	t->borrowed = false;
 	fsafe__rerr_set(e, "resolve", "", 0);
 	if (!p)
 		return -ENOMEM;

@@ -144,8 +144,9 @@ int fsafe__target_follow(struct fsafe__target *t, const char **step)
 			*step = "open directory";
 			return fd;
 		}
-		fsafe__close(t->dirfd);
+		fsafe__target_close(t);
 		t->dirfd = fd;
+		t->borrowed = false;
 		strcpy(t->name, base);
 	}
 }
@@ -158,6 +159,7 @@ int fsafe__target_resolve(int dirfd, const char *path, bool mkdir,
 	int r;
 
 	t->dirfd = -1;
+	t->borrowed = false;
 	*step = "resolve";
 	if (!path || !*path)
 		return -EINVAL;
@@ -184,8 +186,49 @@ int fsafe__target_resolve(int dirfd, const char *path, bool mkdir,
 	return 0;
 }
 
+int fsafe__target_resolve_borrowing(int dirfd, const char *path, bool mkdir,
+                                    bool nosync, bool follow,
+                                    struct fsafe__target *t,
+                                    const char **step)
+{
+	int r;
+
+	if (dirfd < 0 || !path || strchr(path, '/'))
+		return fsafe__target_resolve(dirfd, path, mkdir, nosync, follow,
+		                             t, step);
+	*step = "resolve";
+	if (strlen(path) >= PATH_MAX)
+		return -ENAMETOOLONG;
+	if ((r = fsafe__check_name(path)) < 0)
+		return r;
+	strcpy(t->name, path);
+	t->dirfd = dirfd;
+	t->borrowed = true;
+	r = follow ? fsafe__target_follow(t, step) : fsafe__target_stat(t, step);
+	if (r < 0)
+		fsafe__target_close(t);
+	return r;
+}
+
+int fsafe__target_sync_dir(const struct fsafe__target *t)
+{
+	int r = fsafe__fsync(t->dirfd);
+
+	if (r != -EBADF || !t->borrowed)
+		return r;
+	/* An O_PATH descriptor: sync the directory through one of ours. */
+	int fd = fsafe__open_dir(t->dirfd, ".");
+	if (fd < 0)
+		return fd;
+	r = fsafe__fsync(fd);
+	fsafe__close(fd);
+	return r;
+}
+
 void fsafe__target_close(struct fsafe__target *t)
 {
-	if (t->dirfd >= 0)
-		t->dirfd = fsafe__close(t->dirfd);
+	if (t->dirfd >= 0 && !t->borrowed)
+		fsafe__close(t->dirfd);
+	t->dirfd = -1;
+	t->borrowed = false;
 }

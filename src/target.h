@@ -11,7 +11,8 @@
 #include <sys/stat.h>
 
 struct fsafe__target {
-	int dirfd;                 /* owned: O_RDONLY|O_DIRECTORY */
+	int dirfd;                 /* O_RDONLY|O_DIRECTORY, ours to close... */
+	bool borrowed;             /* ...unless it is the caller's own */
 	char name[NAME_MAX + 1];   /* base name inside dirfd */
 	bool exists;               /* what lstat of name found at resolution */
 	struct stat st;
@@ -29,6 +30,21 @@ int fsafe__check_name(const char *name);
 int fsafe__target_resolve(int dirfd, const char *path, bool mkdir,
                           bool nosync, bool follow, struct fsafe__target *t,
                           const char **step);
+
+/*
+ * As fsafe__target_resolve, for a target used only while the caller's
+ * call lasts: a path of one component then uses the caller's `dirfd`
+ * itself (it is held open for the call) instead of a descriptor of our
+ * own, two system calls less. It may be an O_PATH descriptor, which
+ * cannot be synced: fsafe__target_sync_dir() copes.
+ */
+int fsafe__target_resolve_borrowing(int dirfd, const char *path, bool mkdir,
+                                    bool nosync, bool follow,
+                                    struct fsafe__target *t,
+                                    const char **step);
+
+/* fsync of the target's directory, also through a borrowed O_PATH fd. */
+int fsafe__target_sync_dir(const struct fsafe__target *t);
 
 /* lstat t->name into t->st / t->exists. */
 int fsafe__target_stat(struct fsafe__target *t, const char **step);

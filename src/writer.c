@@ -71,6 +71,7 @@ int fsafe__wopts_load(struct fsafe__wopts *o,
 	o->flags = in.flags;
 	o->mode = in.mode ? in.mode : 0666;
 	o->error = in.error;
+	o->borrow_dirfd = false;
 	if (o->mode & ~(mode_t)07777)
 		return -EINVAL;
 	return 0;
@@ -271,9 +272,10 @@ int fsafe__writer_open(int dirfd, const char *path,
 	struct fsafe__target t;
 	const char *step = "resolve";
 	unsigned f = o->flags;
-	int r = fsafe__target_resolve(dirfd, path, f & FSAFE_MKDIR,
-	                              f & FSAFE_NO_SYNC, !(f & FSAFE_NO_FOLLOW),
-	                              &t, &step);
+	int r = (o->borrow_dirfd ? fsafe__target_resolve_borrowing
+	                         : fsafe__target_resolve)(
+		dirfd, path, f & FSAFE_MKDIR, f & FSAFE_NO_SYNC,
+		!(f & FSAFE_NO_FOLLOW), &t, &step);
 
 	*out = NULL;
 	if (r < 0) {
@@ -283,20 +285,27 @@ int fsafe__writer_open(int dirfd, const char *path,
 	return fsafe__writer_open_target(&t, o, out);
 }
 
+/* Load the caller's options; on failure report it where we still can. */
+static int load_opts(struct fsafe__wopts *o, const struct fsafe_write_opts *opts)
+{
+	int r = fsafe__wopts_load(o, opts);
+
+	/* The options are unreadable, so is their error pointer, unless the
+	   layout at least holds it. */
+	if (r < 0 && opts && (!opts->size || opts->size >= sizeof(*opts)))
+		fsafe__error_set(opts->error, r, -r, "options", false);
+	return r;
+}
+
 int fsafe_writer_open(int dirfd, const char *path,
                       const struct fsafe_write_opts *opts, fsafe_writer **out)
 {
 	struct fsafe__wopts o;
-	int r = fsafe__wopts_load(&o, opts);
+	int r = load_opts(&o, opts);
 
 	*out = NULL;
-	if (r < 0) {
-		/* The options are unreadable, so is their error pointer,
-		   unless the layout at least holds it. */
-		if (opts && (!opts->size || opts->size >= sizeof(*opts)))
-			fsafe__error_set(opts->error, r, -r, "options", false);
+	if (r < 0)
 		return r;
-	}
 	return fsafe__writer_open(dirfd, path, &o, out);
 }
 
@@ -408,7 +417,7 @@ int fsafe__writer_sync_dir(fsafe_writer *w)
 		return w->err;
 	if (!fsafe__writer_needs_dir_sync(w) || w->defer_dir_sync)
 		return 0;
-	int r = fsafe__fsync(w->t.dirfd);
+	int r = fsafe__target_sync_dir(&w->t);
 	if (r < 0) {
 		fail(w, FSAFE_ENOTDURABLE, "fsync directory");
 		w->sys_errno = -r;
@@ -467,10 +476,14 @@ void fsafe_writer_abort(fsafe_writer *w)
 int fsafe_write_fileat(int dirfd, const char *path, const void *buf,
                        size_t len, const struct fsafe_write_opts *opts)
 {
+	struct fsafe__wopts o;
 	fsafe_writer *w;
-	int r = fsafe_writer_open(dirfd, path, opts, &w);
+	int r = load_opts(&o, opts);
 
 	if (r < 0)
+		return r;
+	o.borrow_dirfd = true; /* the writer ends before we return */
+	if ((r = fsafe__writer_open(dirfd, path, &o, &w)) < 0)
 		return r;
 	fsafe_writer_write(w, buf, len);
 	return fsafe_writer_commit(w);

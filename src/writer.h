@@ -14,6 +14,9 @@ struct fsafe__wopts {
 	unsigned flags;
 	mode_t mode;
 	struct fsafe_error *error;
+	/* The writer lives only inside the caller's call (a one-shot
+	   write): it may use the caller's directory fd as its own. */
+	bool borrow_dirfd;
 };
 
 int fsafe__wopts_load(struct fsafe__wopts *o,

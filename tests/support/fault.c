@@ -156,6 +156,15 @@ const char *fault_call_name(int n)
 	return n >= 1 && n <= TRACE_MAX && n <= fault_calls() ? trace[n - 1] : "?";
 }
 
+int fault_calls_named(const char *name)
+{
+	int n = 0;
+
+	for (int i = 1; i <= fault_calls(); i++)
+		n += !strcmp(fault_call_name(i), name);
+	return n;
+}
+
 bool fault_fired(void)
 {
 	return atomic_load(&fired);

@@ -41,6 +41,8 @@ void fault_remove(void);
 int fault_calls(void);
 /* Name of call n (1-based) since install, for messages; "?" if unknown. */
 const char *fault_call_name(int n);
+/* How many calls since install were named `name` ("fsync", "syncfs"...). */
+int fault_calls_named(const char *name);
 /* Whether the planned fault has fired. */
 bool fault_fired(void);
 

@@ -82,24 +82,15 @@ static void assert_all_new(struct fx *f)
 	assert_int_equal(fault_open_fds(), f->fds_before);
 }
 
-/* How many calls named `name` the plan saw. */
-static int calls_named(const char *name)
-{
-	int n = 0;
-	for (int i = 1; i <= fault_calls(); i++)
-		n += !strcmp(fault_call_name(i), name);
-	return n;
-}
-
 static void commits_with_io_uring(void **state)
 {
 	struct fx *f = *state;
 	fsafe_batch *b = fill(f, 0, 0);
 	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
 	assert_int_equal(fsafe_batch_commit(b), 0);
-	int rings = calls_named("fdatasync_many");
-	int single = calls_named("fdatasync");
-	int dirsyncs = calls_named("fsync");
+	int rings = fault_calls_named("fdatasync_many");
+	int single = fault_calls_named("fdatasync");
+	int dirsyncs = fault_calls_named("fsync");
 	fault_remove();
 	for (size_t i = 0; i < N; i++)
 		assert_int_equal(fsafe_batch_result(b, i), 0);
@@ -120,9 +111,9 @@ static void commits_with_the_pool(void **state)
 	fsafe_batch *b = fill(f, FSAFE_BATCH_NO_URING, 0);
 	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
 	assert_int_equal(fsafe_batch_commit(b), 0);
-	assert_int_equal(calls_named("fdatasync_many"), 0);
-	assert_int_equal(calls_named("fdatasync"), N);
-	assert_int_equal(calls_named("fsync"), 2);
+	assert_int_equal(fault_calls_named("fdatasync_many"), 0);
+	assert_int_equal(fault_calls_named("fdatasync"), N);
+	assert_int_equal(fault_calls_named("fsync"), 2);
 	fault_remove();
 	fsafe_batch_free(b);
 	assert_all_new(f);
@@ -154,7 +145,7 @@ static void falls_back_when_io_uring_is_refused(void **state)
 		fault_install(&(struct fault_plan){
 			.kind = FAULT_ERRNO, .at = at, .err = errs[e] });
 		assert_int_equal(fsafe_batch_commit(b), 0);
-		int pool = calls_named("fdatasync");
+		int pool = fault_calls_named("fdatasync");
 		fault_remove();
 		assert_int_equal(pool, 16); /* the refused window, by the pool */
 		fsafe_batch_free(b);
@@ -265,10 +256,10 @@ static void large_windows_sync_the_filesystem_once(void **state)
 
 	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
 	assert_int_equal(fsafe_batch_commit(b), 0);
-	assert_int_equal(calls_named("syncfs"), 1);
-	assert_int_equal(calls_named("fdatasync_many"), 0);
-	assert_int_equal(calls_named("fdatasync"), 0);
-	assert_int_equal(calls_named("fsync"), 2); /* the two directories */
+	assert_int_equal(fault_calls_named("syncfs"), 1);
+	assert_int_equal(fault_calls_named("fdatasync_many"), 0);
+	assert_int_equal(fault_calls_named("fdatasync"), 0);
+	assert_int_equal(fault_calls_named("fsync"), 2); /* the two directories */
 	fault_remove();
 	fsafe_batch_free(b);
 	assert_all_new(f);
@@ -276,7 +267,7 @@ static void large_windows_sync_the_filesystem_once(void **state)
 	b = fill_syncfs(f, FSAFE_BATCH_NO_SYNCFS);
 	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
 	assert_int_equal(fsafe_batch_commit(b), 0);
-	assert_int_equal(calls_named("syncfs"), 0);
+	assert_int_equal(fault_calls_named("syncfs"), 0);
 	fault_remove();
 	fsafe_batch_free(b);
 	assert_all_new(f);
@@ -306,7 +297,7 @@ static int windows_under(struct fx *f, rlim_t soft, int n)
 	}
 	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
 	assert_int_equal(fsafe_batch_commit(b), 0);
-	int w = calls_named("syncfs");
+	int w = fault_calls_named("syncfs");
 	fault_remove();
 	fsafe_batch_free(b);
 	return w;
@@ -370,7 +361,7 @@ static void syncfs_failure_fails_what_it_covered(void **state)
 	fault_install(&(struct fault_plan){ .kind = FAULT_ERRNO, .at = at,
 	                                    .err = ENOSYS });
 	assert_int_equal(fsafe_batch_commit(b), 0);
-	assert_true(calls_named("fdatasync_many") + calls_named("fdatasync") > 0);
+	assert_true(fault_calls_named("fdatasync_many") + fault_calls_named("fdatasync") > 0);
 	fault_remove();
 	fsafe_batch_free(b);
 	assert_all_new(f);

@@ -367,6 +367,49 @@ static void live_stage_is_locked(void **state)
 	assert_clean(f);
 }
 
+/*
+ * A one-shot write of a plain name works in the caller's directory fd
+ * itself: no descriptor of its own for the directory (one openat, the
+ * stage's), the caller's fd left open whatever happens, and an O_PATH fd,
+ * which cannot be synced, still gets its directory synced.
+ */
+static void one_shot_write_uses_the_callers_directory(void **state)
+{
+	struct fx *f = *state;
+
+	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
+	assert_int_equal(put(f, "plain", "data", 0), 0);
+	assert_int_equal(fault_calls_named("openat"), 1);
+	assert_int_equal(fault_calls_named("close"), 1);
+	fault_remove();
+	assert_true(tu_equals(f->dir, "plain", "data", 4));
+
+	assert_int_equal(put(f, "plain", "again", FSAFE_CREATE_ONLY), -EEXIST);
+	char longname[NAME_MAX + 2];
+	memset(longname, 'n', sizeof(longname) - 1);
+	longname[NAME_MAX + 1] = '\0';
+	assert_int_equal(put(f, longname, "x", 0), -ENAMETOOLONG);
+	assert_int_equal(put(f, "..", "x", 0), -EINVAL);
+	assert_true(fcntl(f->dirfd, F_GETFD) >= 0);
+
+	int p = open(f->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	assert_true(p >= 0);
+	for (size_t m = 0; m < 2; m++) {
+		struct fsafe_write_opts o = FSAFE_WRITE_OPTS_INIT;
+		o.flags = staging_modes[m];
+		fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
+		assert_int_equal(fsafe_write_fileat(p, "viapath", "v", 1, &o), 0);
+		/* fsync of the O_PATH fd fails; the directory is synced
+		   through a descriptor of our own. */
+		assert_int_equal(fault_calls_named("fsync"), 2);
+		fault_remove();
+		assert_true(tu_equals(f->dir, "viapath", "v", 1));
+	}
+	assert_true(fcntl(p, F_GETFD) >= 0);
+	close(p);
+	assert_clean(f);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -387,6 +430,7 @@ int main(void)
 		T(managed_writer_streams),
 		T(abort_leaves_nothing),
 		T(live_stage_is_locked),
+		T(one_shot_write_uses_the_callers_directory),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
