@@ -151,9 +151,10 @@ int fsafe__target_follow(struct fsafe__target *t, const char **step)
 	}
 }
 
-int fsafe__target_resolve(int dirfd, const char *path, bool mkdir,
-                          bool nosync, bool follow, struct fsafe__target *t,
-                          const char **step)
+/* Both resolvers: `borrow` lets a one-component path use dirfd itself. */
+static int resolve(int dirfd, const char *path, bool mkdir, bool nosync,
+                   bool follow, bool borrow, struct fsafe__target *t,
+                   const char **step)
 {
 	char dir[PATH_MAX];
 	int r;
@@ -171,19 +172,28 @@ int fsafe__target_resolve(int dirfd, const char *path, bool mkdir,
 		return r;
 	strcpy(t->name, base);
 
-	if (mkdir)
+	if (borrow && dirfd >= 0 && base == path) {
+		t->dirfd = dirfd;
+		t->borrowed = true;
+	} else if (mkdir) {
 		t->dirfd = open_dir_creating(dirfd, dir, nosync, step);
-	else if ((t->dirfd = fsafe__open_dir(dirfd, dir)) < 0)
+	} else if ((t->dirfd = fsafe__open_dir(dirfd, dir)) < 0) {
 		*step = "open directory";
+	}
 	if (t->dirfd < 0)
 		return t->dirfd;
 
 	r = follow ? fsafe__target_follow(t, step) : fsafe__target_stat(t, step);
-	if (r < 0) {
+	if (r < 0)
 		fsafe__target_close(t);
-		return r;
-	}
-	return 0;
+	return r < 0 ? r : 0;
+}
+
+int fsafe__target_resolve(int dirfd, const char *path, bool mkdir,
+                          bool nosync, bool follow, struct fsafe__target *t,
+                          const char **step)
+{
+	return resolve(dirfd, path, mkdir, nosync, follow, false, t, step);
 }
 
 int fsafe__target_resolve_borrowing(int dirfd, const char *path, bool mkdir,
@@ -191,23 +201,7 @@ int fsafe__target_resolve_borrowing(int dirfd, const char *path, bool mkdir,
                                     struct fsafe__target *t,
                                     const char **step)
 {
-	int r;
-
-	if (dirfd < 0 || !path || strchr(path, '/'))
-		return fsafe__target_resolve(dirfd, path, mkdir, nosync, follow,
-		                             t, step);
-	*step = "resolve";
-	if (strlen(path) >= PATH_MAX)
-		return -ENAMETOOLONG;
-	if ((r = fsafe__check_name(path)) < 0)
-		return r;
-	strcpy(t->name, path);
-	t->dirfd = dirfd;
-	t->borrowed = true;
-	r = follow ? fsafe__target_follow(t, step) : fsafe__target_stat(t, step);
-	if (r < 0)
-		fsafe__target_close(t);
-	return r;
+	return resolve(dirfd, path, mkdir, nosync, follow, true, t, step);
 }
 
 int fsafe__target_sync_dir(const struct fsafe__target *t)
