@@ -125,6 +125,38 @@ static void wait_all(int procs)
 			die("a worker failed", ECHILD);
 }
 
+/* What each worker process does. */
+struct job {
+	enum { J_FLOOR, J_FSAFE, J_CONSUME } kind;
+	const char *path;
+	int tmp, new_;           /* J_FLOOR's directories */
+	int n;
+	const unsigned char *buf;
+};
+
+/* Seconds for `procs` workers of job j, started together after a sync. */
+static double timed(const struct job *j, int procs)
+{
+	sync();
+	double t0 = now();
+	for (int p = 0; p < procs; p++) {
+		pid_t pid = fork();
+		if (pid < 0)
+			die("fork", errno);
+		if (pid > 0)
+			continue;
+		if (j->kind == J_FLOOR)
+			floor_produce(j->tmp, j->new_, p, j->n, j->buf);
+		else if (j->kind == J_FSAFE)
+			fsafe_produce(j->path, j->n, j->buf);
+		else
+			consume(j->path);
+		_exit(0);
+	}
+	wait_all(procs);
+	return now() - t0;
+}
+
 static void make_inbox(const char *path)
 {
 	struct fsafe_inbox_opts o = FSAFE_INBOX_OPTS_INIT;
@@ -156,22 +188,8 @@ static double produce(const char *dir, bool floor, int procs, int n,
 	} else {
 		make_inbox(path);
 	}
-	sync();
-	double t0 = now();
-	for (int p = 0; p < procs; p++) {
-		pid_t pid = fork();
-		if (pid < 0)
-			die("fork", errno);
-		if (pid == 0) {
-			if (floor)
-				floor_produce(tmp, new_, p, n, buf);
-			else
-				fsafe_produce(path, n, buf);
-			_exit(0);
-		}
-	}
-	wait_all(procs);
-	double rate = procs * n / (now() - t0);
+	struct job j = { floor ? J_FLOOR : J_FSAFE, path, tmp, new_, n, buf };
+	double rate = procs * n / timed(&j, procs);
 	if (floor)
 		close(tmp), close(new_);
 	return rate;
@@ -184,19 +202,8 @@ static double drain(const char *dir, int procs, int n,
 	char path[4200];
 
 	produce(dir, false, 1, procs * n, buf, path);
-	sync();
-	double t0 = now();
-	for (int p = 0; p < procs; p++) {
-		pid_t pid = fork();
-		if (pid < 0)
-			die("fork", errno);
-		if (pid == 0) {
-			consume(path);
-			_exit(0);
-		}
-	}
-	wait_all(procs);
-	return procs * n / (now() - t0);
+	struct job j = { J_CONSUME, path, -1, -1, n, buf };
+	return procs * n / timed(&j, procs);
 }
 
 static int cmpd(const void *a, const void *b)
