@@ -126,6 +126,8 @@ int fsafe_batch_add(fsafe_batch *b, int dirfd, const char *path,
 		return r;
 	if (!path)
 		return -EINVAL;
+	it.o.one_shot = true;
+	it.o.length = len;
 	if (!(it.path = strdup(path)))
 		return -ENOMEM;
 	it.error = it.o.error;

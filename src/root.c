@@ -269,53 +269,63 @@ static int resolve_target(const fsafe_root *root, const char *path,
 /* Writes                                                                    */
 /* ------------------------------------------------------------------------ */
 
-int fsafe_root_writer_open(fsafe_root *root, const char *path,
-                           const struct fsafe_write_opts *opts,
-                           fsafe_writer **out)
+static int root_writer_open(fsafe_root *root, const char *path,
+                            const struct fsafe__wopts *o, fsafe_writer **out)
 {
-	struct fsafe__wopts o;
 	struct fsafe__target t;
 	struct fsafe__rerr e;
 	int r;
 
 	*out = NULL;
-	if ((r = fsafe__wopts_load(&o, opts)) < 0)
-		return note_step(root, r, "options", "");
 	struct how h = {
-		.follow = !(o.flags & FSAFE_NO_FOLLOW),
-		.mkdir = o.flags & FSAFE_MKDIR,
-		.nosync = o.flags & FSAFE_NO_SYNC,
+		.follow = !(o->flags & FSAFE_NO_FOLLOW),
+		.mkdir = o->flags & FSAFE_MKDIR,
+		.nosync = o->flags & FSAFE_NO_SYNC,
 	};
 	if ((r = resolve_target(root, path, &h, &t, &e)) < 0) {
-		fsafe__error_set(o.error, r, -r, e.step, false);
+		fsafe__error_set(o->error, r, -r, e.step, false);
 		return note(root, r, &e);
 	}
 	/* The writer's failures are not about a component of the path. */
-	if ((r = fsafe__writer_open_target(&t, &o, out)) < 0) {
-		const char *step = o.error ? o.error->step : "open";
+	if ((r = fsafe__writer_open_target(&t, o, out)) < 0) {
+		const char *step = o->error ? o->error->step : "open";
 		return note_step(root, r, step ? step : "open", "");
 	}
 	return note(root, 0, &e);
+}
+
+int fsafe_root_writer_open(fsafe_root *root, const char *path,
+                           const struct fsafe_write_opts *opts,
+                           fsafe_writer **out)
+{
+	struct fsafe__wopts o;
+	int r;
+
+	*out = NULL;
+	if ((r = fsafe__wopts_load(&o, opts)) < 0)
+		return note_step(root, r, "options", "");
+	return root_writer_open(root, path, &o, out);
 }
 
 int fsafe_root_write_file(fsafe_root *root, const char *path,
                           const void *buf, size_t len,
                           const struct fsafe_write_opts *opts)
 {
-	struct fsafe_write_opts in = FSAFE_WRITE_OPTS_INIT;
 	struct fsafe_error detail = { 0 };
+	struct fsafe_error *caller;
 	struct fsafe__wopts o;
 	fsafe_writer *w;
 	int r;
 
-	/* Keep the writer's step for fsafe_root_last_error even when the
-	   caller passed no error detail. */
 	if ((r = fsafe__wopts_load(&o, opts)) < 0)
 		return note_step(root, r, "options", "");
-	in.flags = o.flags;
-	in.mode = o.mode;
-	in.error = &detail;
-	if ((r = fsafe_root_writer_open(root, path, &in, &w)) < 0)
+	/* Keep the writer's step for fsafe_root_last_error even when the
+	   caller passed no error detail. */
+	caller = o.error;
+	o.error = &detail;
+	o.one_shot = true;
+	o.length = len;
+	if ((r = root_writer_open(root, path, &o, &w)) < 0)
 		goto out;
 	fsafe_writer_write(w, buf, len);
 	if ((r = fsafe_writer_commit(w)) < 0) {
@@ -323,8 +333,8 @@ int fsafe_root_write_file(fsafe_root *root, const char *path,
 		root->component[0] = '\0';
 	}
 out:
-	if (r < 0 && o.error)
-		*o.error = detail;
+	if (r < 0 && caller)
+		*caller = detail;
 	return r;
 }
 

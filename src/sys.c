@@ -44,6 +44,17 @@ static int sys_renameat2(int olddirfd, const char *old, int newdirfd,
 #endif
 }
 
+static int sys_fallocate(int fd, int mode, off_t off, off_t len)
+{
+#ifdef __linux__
+	return fallocate(fd, mode, off, len);
+#else
+	(void)fd, (void)mode, (void)off, (void)len;
+	errno = ENOSYS;
+	return -1;
+#endif
+}
+
 static int sys_fcntl_lock(int fd, int cmd, struct flock *fl)
 {
 	return fcntl(fd, cmd, fl);
@@ -98,6 +109,7 @@ const struct fsafe_sys fsafe__sys_default = {
 	.fsync = fsync,
 	.fdatasync = fdatasync,
 	.ftruncate = ftruncate,
+	.fallocate = sys_fallocate,
 	.renameat = renameat,
 	.renameat2 = sys_renameat2,
 	.linkat = linkat,
@@ -189,6 +201,11 @@ int fsafe__fsync(int fd)
 int fsafe__fdatasync(int fd)
 {
 	return (int)RETRY_EINTR(SYS->fdatasync(fd));
+}
+
+int fsafe__fallocate(int fd, int mode, off_t off, off_t len)
+{
+	return (int)RETRY_EINTR(SYS->fallocate(fd, mode, off, len));
 }
 
 /* Since Linux 5.8, syncfs reports writeback errors of any file on the

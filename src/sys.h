@@ -33,6 +33,8 @@ struct fsafe_sys {
 	int (*fsync)(int fd);
 	int (*fdatasync)(int fd);
 	int (*ftruncate)(int fd, off_t len);
+	/* fallocate(2); ENOSYS where missing. */
+	int (*fallocate)(int fd, int mode, off_t off, off_t len);
 	int (*renameat)(int olddirfd, const char *old, int newdirfd,
 	                const char *new_);
 	/* renameat2(2). ENOSYS where missing. */
@@ -98,6 +100,7 @@ ssize_t fsafe__read(int fd, void *buf, size_t len);
 int fsafe__fsync(int fd);
 int fsafe__fdatasync(int fd);
 int fsafe__syncfs(int fd);
+int fsafe__fallocate(int fd, int mode, off_t off, off_t len);
 int fsafe__fstatat(int dirfd, const char *path, struct stat *st, int flags);
 int fsafe__fstat(int fd, struct stat *st);
 int fsafe__unlinkat(int dirfd, const char *path, int flags);

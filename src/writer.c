@@ -6,10 +6,19 @@
  *   -> publish by rename (or, create-only, by a no-replace rename or link)
  *   -> sync the directory.
  *
- * An O_TMPFILE stage has no name while it is being filled, so a crash in
- * the long part of a write leaves nothing behind. It is linked to a staging
- * name before the data sync, not after: some filesystems (btrfs) only make
- * the data of a linked file durable.
+ * A managed writer stages with O_TMPFILE where it can: the stage has no
+ * name while it is being filled, so a crash in the long part of a write
+ * leaves nothing behind. It is linked to a staging name before the data
+ * sync, not after: some filesystems (btrfs) only make the data of a linked
+ * file durable.
+ *
+ * A one-shot write stages under a name from the start. Its filling is one
+ * write(), so the window O_TMPFILE would close is short, and the unnamed
+ * inode costs a journalled trip through the orphan list plus the link
+ * (ext4: 3 % of a durable 4 KiB replace, see bench/README.md). A crash
+ * there leaves a name the predicate knows and the sweep removes. Knowing
+ * the length, it also allocates the space first on large writes: a full
+ * disk fails before any data is copied, and the file gets one extent.
  */
 #define _GNU_SOURCE
 #include "writer.h"
@@ -26,6 +35,9 @@
 #include "staging.h"
 #include "sys.h"
 
+#ifndef FALLOC_FL_KEEP_SIZE
+#define FALLOC_FL_KEEP_SIZE 0x01
+#endif
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1 << 0)
 #endif
@@ -33,6 +45,10 @@
 #define FSAFE__WRITE_FLAGS                                                     \
 	(FSAFE_NO_SYNC | FSAFE_CREATE_ONLY | FSAFE_NO_FOLLOW | FSAFE_MKDIR |   \
 	 FSAFE_NO_TMPFILE | FSAFE_NO_RENAMEAT2)
+
+/* One-shot writes from this size on allocate their space first; below
+   it the extra call costs more than it saves (bench/README.md). */
+#define ALLOCATE_MIN (64 * 1024)
 
 /* Attempts at a fresh random name before giving up (each collides with
    probability 2^-96; more than one failure means something else is wrong). */
@@ -72,6 +88,8 @@ int fsafe__wopts_load(struct fsafe__wopts *o,
 	o->mode = in.mode ? in.mode : 0666;
 	o->error = in.error;
 	o->borrow_dirfd = false;
+	o->one_shot = false;
+	o->length = 0;
 	if (o->mode & ~(mode_t)07777)
 		return -EINVAL;
 	return 0;
@@ -167,9 +185,9 @@ static int create_named_stage(fsafe_writer *w, mode_t mode)
 	return fail(w, r, "open");
 }
 
-static int create_stage(fsafe_writer *w, mode_t mode)
+static int create_stage(fsafe_writer *w, mode_t mode, bool named)
 {
-	if (!(w->flags & FSAFE_NO_TMPFILE)) {
+	if (!named && !(w->flags & FSAFE_NO_TMPFILE)) {
 		int r = fsafe__openat(w->t.dirfd, ".", O_TMPFILE | O_WRONLY, mode);
 		if (r >= 0) {
 			w->fd = r;
@@ -180,6 +198,21 @@ static int create_stage(fsafe_writer *w, mode_t mode)
 			return fail(w, r, "open");
 	}
 	return create_named_stage(w, mode);
+}
+
+/*
+ * KEEP_SIZE: the stage's size still grows only with what is written, so
+ * a leftover stage shows how far its write got. Where the filesystem
+ * cannot allocate ahead, the write allocates as it goes.
+ */
+static int allocate(fsafe_writer *w, size_t len)
+{
+	if (len < ALLOCATE_MIN || len > (size_t)INT64_MAX)
+		return 0;
+	int r = fsafe__fallocate(w->fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)len);
+	if (r == -EOPNOTSUPP || r == -ENOSYS || r == -EINVAL)
+		return 0;
+	return r < 0 ? fail(w, r, "allocate") : 0;
 }
 
 /*
@@ -259,8 +292,9 @@ int fsafe__writer_open_target(struct fsafe__target *t,
 
 	bool regular = w->t.exists && S_ISREG(w->t.st.st_mode);
 	mode_t mode = regular ? w->t.st.st_mode & 07777 : o->mode;
-	if (check_target(w) < 0 || create_stage(w, mode) < 0 ||
-	    (regular && inherit_metadata(w, &w->t.st) < 0))
+	if (check_target(w) < 0 || create_stage(w, mode, o->one_shot) < 0 ||
+	    (regular && inherit_metadata(w, &w->t.st) < 0) ||
+	    (o->one_shot && allocate(w, o->length) < 0))
 		return fsafe__writer_finish(w);
 	*out = w;
 	return 0;
@@ -483,6 +517,8 @@ int fsafe_write_fileat(int dirfd, const char *path, const void *buf,
 	if (r < 0)
 		return r;
 	o.borrow_dirfd = true; /* the writer ends before we return */
+	o.one_shot = true;
+	o.length = len;
 	if ((r = fsafe__writer_open(dirfd, path, &o, &w)) < 0)
 		return r;
 	fsafe_writer_write(w, buf, len);

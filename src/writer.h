@@ -17,6 +17,10 @@ struct fsafe__wopts {
 	/* The writer lives only inside the caller's call (a one-shot
 	   write): it may use the caller's directory fd as its own. */
 	bool borrow_dirfd;
+	/* The whole content arrives in one call, `length` bytes: the stage
+	   is named from the start and its space allocated up front. */
+	bool one_shot;
+	size_t length;
 };
 
 int fsafe__wopts_load(struct fsafe__wopts *o,

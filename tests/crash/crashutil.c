@@ -23,7 +23,8 @@
 
 const struct cu_variant cu_variants[] = {
 	{ "replace", 0, true, false, CU_PLAIN, 0 },
-	{ "replace NO_TMPFILE", FSAFE_NO_TMPFILE, true, false, CU_PLAIN, 0 },
+	{ "managed writer, NO_TMPFILE", FSAFE_NO_TMPFILE, true, true, CU_PLAIN,
+	  0 },
 	{ "new target", 0, false, false, CU_PLAIN, 0 },
 	{ "CREATE_ONLY", FSAFE_CREATE_ONLY, false, false, CU_PLAIN, 0 },
 	{ "CREATE_ONLY NO_RENAMEAT2", FSAFE_CREATE_ONLY | FSAFE_NO_RENAMEAT2,
@@ -35,19 +36,32 @@ const struct cu_variant cu_variants[] = {
 	  false, CU_PLAIN, 0 },
 	{ "MKDIR a/b", FSAFE_MKDIR, false, false, CU_MKDIR, 0 },
 	{ "managed writer, 4 chunks", 0, true, true, CU_PLAIN, 0 },
+	{ "managed writer, CREATE_ONLY", FSAFE_CREATE_ONLY, false, true,
+	  CU_PLAIN, 0 },
+	{ "managed writer, CREATE_ONLY NO_RENAMEAT2",
+	  FSAFE_CREATE_ONLY | FSAFE_NO_RENAMEAT2, false, true, CU_PLAIN, 0 },
 	{ "NO_FOLLOW over a symlink", FSAFE_NO_FOLLOW, true, false, CU_SYMLINK,
 	  0 },
 	{ "following a symlink", 0, true, false, CU_SYMLINK, 0 },
 	{ "NO_SYNC", FSAFE_NO_SYNC, true, false, CU_PLAIN, 0 },
 	{ "replace, owned by another user", 0, true, false, CU_PLAIN,
 	  CU_FOREIGN_OWNER },
-	{ "replace, stage linked via /proc", 0, true, false, CU_PLAIN,
+	{ "managed writer, stage linked via /proc", 0, true, true, CU_PLAIN,
 	  CU_NO_FLINK_CAP },
 	{ "managed writer, aborted", 0, true, true, CU_PLAIN, CU_ABORT },
 	{ "managed writer, aborted, NO_TMPFILE", FSAFE_NO_TMPFILE, true, true,
 	  CU_PLAIN, CU_ABORT },
 };
 const size_t cu_nvariants = sizeof(cu_variants) / sizeof(cu_variants[0]);
+
+const struct cu_variant *cu_variant(const char *name)
+{
+	for (size_t i = 0; i < cu_nvariants; i++)
+		if (!strcmp(cu_variants[i].name, name))
+			return &cu_variants[i];
+	fail_msg("no crash variant named \"%s\"", name);
+	return NULL;
+}
 
 unsigned char cu_old[CU_OLD_LEN];
 unsigned char cu_new[CU_NEW_LEN];
@@ -180,7 +194,7 @@ static int write_new(const struct cu_variant *v, int dirfd,
 
 	/* Uneven chunks, a one-byte one among them, so a short write or a
 	   retried write lands in the middle of the file. */
-	static const size_t chunk[] = { 1, 2999, 1000, 3000 };
+	static const size_t chunk[] = { 1, 2999, 1000, CU_NEW_LEN - 4000 };
 	fsafe_writer *w;
 	size_t off = 0;
 	int first = 0;

@@ -6,6 +6,11 @@
  * Every variant writes NEW (CU_NEW_LEN bytes) over OLD (CU_OLD_LEN bytes)
  * or into a place with no file. The two differ in length and in every
  * byte pattern, so a mix or a truncation never passes for either.
+ *
+ * The one-shot variants stage under a name; the managed ones stage with
+ * O_TMPFILE unless told not to, so each publish path is covered by both.
+ * NEW is large enough that a one-shot write allocates its space first
+ * (ALLOCATE_MIN in src/writer.c), so that call is cut and failed too.
  */
 #ifndef FSAFE_CRASHUTIL_H
 #define FSAFE_CRASHUTIL_H
@@ -45,9 +50,11 @@ struct cu_variant {
 
 extern const struct cu_variant cu_variants[];
 extern const size_t cu_nvariants;
+/* The variant of that name (the test fails if there is none). */
+const struct cu_variant *cu_variant(const char *name);
 
 #define CU_OLD_LEN 5000
-#define CU_NEW_LEN 7000
+#define CU_NEW_LEN 70000
 #define CU_OLD_MODE 0640
 #define CU_FOREIGN_UID 1234
 #define CU_FOREIGN_GID 2345

@@ -99,6 +99,7 @@ static bool step_names_call(const char *step, const char *call)
 		{ "fchown", "chown", NULL },
 		{ "fchmod", "chmod", NULL },
 		{ "getrandom", "getrandom", NULL },
+		{ "fallocate", "allocate", NULL },
 		{ "write", "write", NULL },
 		{ "linkat", "link", NULL },
 		{ "fdatasync", "fsync", NULL },

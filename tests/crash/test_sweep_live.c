@@ -59,9 +59,13 @@ static void park_hook(int call, const char *name)
 	park();
 }
 
+/* A managed writer: it stages with O_TMPFILE (one-shot writes never do). */
+#define TMPFILE_VARIANT "managed writer, 4 chunks"
+
 enum holder {
 	OPEN_NAMED,      /* fsafe_writer_open with a named stage, mid-write */
-	COMMIT_TMPFILE,  /* O_TMPFILE stage, linked, parked at the data sync */
+	COMMIT_TMPFILE,  /* O_TMPFILE stage, linked, parked at the data sync
+	                    (TMPFILE_VARIANT's write) */
 };
 
 /* Fork a writer that holds its stage; *hold is the pipe end that keeps
@@ -95,7 +99,7 @@ static pid_t start_holder(enum holder how, int dirfd, int sync_call,
 		fault_install(&(struct fault_plan){ .at = sync_call,
 		                                    .kind = FAULT_HOOK,
 		                                    .hook = park_hook });
-		fsafe_write_fileat(dirfd, "target", cu_new, CU_NEW_LEN, &o);
+		cu_write(cu_variant(TMPFILE_VARIANT), dirfd, NULL);
 		_exit(6); /* the hook did not park */
 	}
 	close(ready[1]);
@@ -155,7 +159,7 @@ static void held_until_killed(enum holder how)
 	struct stat st;
 	int status, hold, sync_call = 0;
 
-	cu_count(&cu_variants[0], dir, &t); /* "replace", O_TMPFILE */
+	cu_count(cu_variant(TMPFILE_VARIANT), dir, &t);
 	for (int k = 1; k <= t.calls && !sync_call; k++)
 		if (!strcmp(t.name[k], "fdatasync"))
 			sync_call = k;
@@ -319,11 +323,11 @@ static void start_sweep_and_hold(int call, const char *name)
 static int write_with_gap_hook(const char *dir, void (*hook)(int, const char *),
                                struct fsafe_error *err)
 {
-	struct fsafe_write_opts o = FSAFE_WRITE_OPTS_INIT;
+	const struct cu_variant *v = cu_variant("replace"); /* a named stage */
 	int lock_call = 0;
 	struct cu_trace t;
 
-	cu_count(&cu_variants[1], dir, &t); /* "replace NO_TMPFILE" */
+	cu_count(v, dir, &t);
 	for (int k = 2; k <= t.calls && !lock_call; k++)
 		if (!strcmp(t.name[k], "fcntl") && !strcmp(t.name[k - 1], "openat"))
 			lock_call = k;
@@ -332,12 +336,10 @@ static int write_with_gap_hook(const char *dir, void (*hook)(int, const char *),
 	assert_true(gap_dirfd >= 0);
 	tu_put(dir, "target", cu_old, CU_OLD_LEN);
 
-	o.flags = FSAFE_NO_TMPFILE;
-	o.error = err;
 	fault_install(&(struct fault_plan){ .at = lock_call,
 	                                    .kind = FAULT_HOOK,
 	                                    .hook = hook });
-	int r = fsafe_write_fileat(gap_dirfd, "target", cu_new, CU_NEW_LEN, &o);
+	int r = cu_write(v, gap_dirfd, err);
 	fault_remove();
 	return r;
 }

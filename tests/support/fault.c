@@ -80,6 +80,7 @@ static ssize_t w_pwrite(int fd, const void *b, size_t n, off_t o) { FAIL_OR(pwri
 static int w_fsync(int fd) { FAIL_OR(fsync, real->fsync(fd)); }
 static int w_fdatasync(int fd) { FAIL_OR(fdatasync, real->fdatasync(fd)); }
 static int w_ftruncate(int fd, off_t l) { FAIL_OR(ftruncate, real->ftruncate(fd, l)); }
+static int w_fallocate(int fd, int m, off_t o, off_t l) { FAIL_OR(fallocate, real->fallocate(fd, m, o, l)); }
 static int w_renameat(int a, const char *b, int c, const char *d) { FAIL_OR(renameat, real->renameat(a, b, c, d)); }
 static int w_renameat2(int a, const char *b, int c, const char *d, unsigned f) { FAIL_OR(renameat2, real->renameat2(a, b, c, d, f)); }
 static int w_linkat(int a, const char *b, int c, const char *d, int f) { FAIL_OR(linkat, real->linkat(a, b, c, d, f)); }
@@ -117,6 +118,7 @@ static const struct fsafe_sys wrapped = {
 	.openat = w_openat, .openat2 = w_openat2, .read = w_read,
 	.write = w_write, .pread = w_pread, .pwrite = w_pwrite,
 	.fsync = w_fsync, .fdatasync = w_fdatasync, .ftruncate = w_ftruncate,
+	.fallocate = w_fallocate,
 	.renameat = w_renameat, .renameat2 = w_renameat2, .linkat = w_linkat,
 	.unlinkat = w_unlinkat, .mkdirat = w_mkdirat, .fstatat = w_fstatat,
 	.fstat = w_fstat, .fstatfs = w_fstatfs, .readlinkat = w_readlinkat,

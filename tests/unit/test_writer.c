@@ -19,7 +19,9 @@
 #include "fsafe.h"
 #include "testutil.h"
 
-/* Every behaviour runs once per staging path: O_TMPFILE and named. */
+/* Every behaviour runs with and without O_TMPFILE allowed. One-shot writes
+   stage under a name either way; managed writers use O_TMPFILE unless told
+   not to (staging_follows_the_kind_of_write pins both). */
 static const unsigned staging_modes[] = { 0, FSAFE_NO_TMPFILE };
 
 #define fx tu_fx
@@ -410,6 +412,112 @@ static void one_shot_write_uses_the_callers_directory(void **state)
 	assert_clean(f);
 }
 
+/* The first call named `name` since the plan was installed (0: none). */
+static int first_call_named(const char *name)
+{
+	for (int i = 1; i <= fault_calls(); i++)
+		if (!strcmp(fault_call_name(i), name))
+			return i;
+	return 0;
+}
+
+static int write_big(struct fx *f, const char *path, const unsigned char *buf,
+                     size_t len, struct fsafe_error *err)
+{
+	struct fsafe_write_opts o = FSAFE_WRITE_OPTS_INIT;
+	o.error = err;
+	return fsafe_write_fileat(f->dirfd, path, buf, len, &o);
+}
+
+/*
+ * A one-shot write stages under a name (no link step) and allocates the
+ * space of a large write first; a managed writer stages with O_TMPFILE
+ * (linked before its sync) and allocates nothing, not knowing its length.
+ */
+static void staging_follows_the_kind_of_write(void **state)
+{
+	struct fx *f = *state;
+	enum { BIG = 1 << 20 };
+	unsigned char *big = malloc(BIG);
+	fsafe_writer *w;
+
+	assert_non_null(big);
+	memset(big, 0xa5, BIG);
+	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
+	assert_int_equal(put(f, "small", "data", 0), 0);
+	assert_int_equal(fault_calls_named("linkat"), 0);
+	assert_int_equal(fault_calls_named("fallocate"), 0);
+	fault_remove();
+
+	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
+	assert_int_equal(write_big(f, "big", big, BIG, NULL), 0);
+	assert_int_equal(fault_calls_named("linkat"), 0);
+	assert_int_equal(fault_calls_named("fallocate"), 1);
+	fault_remove();
+	assert_true(tu_equals(f->dir, "big", big, BIG));
+
+	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
+	assert_int_equal(fsafe_writer_open(f->dirfd, "streamed", NULL, &w), 0);
+	assert_int_equal(fsafe_writer_write(w, big, BIG), 0);
+	assert_int_equal(fsafe_writer_commit(w), 0);
+	assert_int_equal(fault_calls_named("linkat"), 1);
+	assert_int_equal(fault_calls_named("fallocate"), 0);
+	fault_remove();
+	assert_true(tu_equals(f->dir, "streamed", big, BIG));
+	free(big);
+	assert_clean(f);
+}
+
+/*
+ * Allocating first is how a full disk shows before any data is copied:
+ * that failure is the write's, with the target untouched. A filesystem
+ * that cannot allocate ahead is no failure at all.
+ */
+static void allocation_failures(void **state)
+{
+	struct fx *f = *state;
+	enum { BIG = 256 * 1024 };
+	static const struct {
+		int err;
+		int result;
+	} cases[] = {
+		{ ENOSPC, -ENOSPC }, { EDQUOT, -EDQUOT }, { EIO, -EIO },
+		{ EOPNOTSUPP, 0 },   { ENOSYS, 0 },       { EINVAL, 0 },
+	};
+	unsigned char *big = malloc(BIG);
+
+	assert_non_null(big);
+	memset(big, 0x3c, BIG);
+	assert_int_equal(put(f, "t", "old", 0), 0); /* counted as a replace */
+	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
+	assert_int_equal(write_big(f, "t", big, BIG, NULL), 0);
+	int at = first_call_named("fallocate");
+	fault_remove();
+	assert_true(at > 0);
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct fsafe_error err = { 0 };
+		assert_int_equal(put(f, "t", "old", 0), 0);
+		fault_install(&(struct fault_plan){ .at = at,
+		                                    .kind = FAULT_ERRNO,
+		                                    .err = cases[i].err });
+		int r = write_big(f, "t", big, BIG, &err);
+		assert_true(fault_fired());
+		fault_remove();
+		assert_int_equal(r, cases[i].result);
+		if (r < 0) {
+			assert_string_equal(err.step, "allocate");
+			assert_false(err.published);
+			assert_true(tu_equals(f->dir, "t", "old", 3));
+		} else {
+			assert_true(tu_equals(f->dir, "t", big, BIG));
+		}
+		assert_int_equal(tu_count_entries(f->dir), 1);
+	}
+	free(big);
+	assert_clean(f);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -431,6 +539,8 @@ int main(void)
 		T(abort_leaves_nothing),
 		T(live_stage_is_locked),
 		T(one_shot_write_uses_the_callers_directory),
+		T(staging_follows_the_kind_of_write),
+		T(allocation_failures),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
