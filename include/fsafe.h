@@ -61,8 +61,9 @@ struct fsafe_error {
 	int sys_errno;     /* errno of the failed step (differs from code for
 	                      FSAFE_ENOTDURABLE) */
 	const char *step;  /* static string naming the failed step: "open",
-	                      "write", "fsync", "link", "rename", "fsync directory",
-	                      "mkdir", "resolve", "stat", "chmod", ... */
+	                      "allocate", "write", "fsync", "link", "rename",
+	                      "fsync directory", "mkdir", "resolve", "stat",
+	                      "chmod", ... */
 	bool published;    /* the new content is visible at the target */
 };
 
@@ -108,9 +109,11 @@ enum {
 	FSAFE_NO_FOLLOW = 1u << 2,
 	/* Create missing parent directories (each made durable too). */
 	FSAFE_MKDIR = 1u << 3,
-	/* Never stage with O_TMPFILE; always use a named staging file. Exists
-	   for filesystems that misreport support, and for testing the portable
-	   path on Linux. */
+	/* Never stage with O_TMPFILE; always use a named staging file. Only a
+	   managed writer stages with O_TMPFILE at all (a one-shot write of a
+	   buffer is named from the start: faster, and its window is one
+	   write). Exists for filesystems that misreport support, and for
+	   testing the portable path on Linux. */
 	FSAFE_NO_TMPFILE = 1u << 4,
 	/* Never use renameat2(); create-only publishes with link+unlink. */
 	FSAFE_NO_RENAMEAT2 = 1u << 5,

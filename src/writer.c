@@ -66,6 +66,8 @@ struct fsafe_writer {
 	bool published;
 	bool defer_dir_sync;
 	bool meta_changed;  /* mode or owner set after creation */
+	bool stat_known;    /* stage_st holds the fresh stage's stat */
+	struct stat stage_st;
 	char staging[FSAFE_STAGING_NAME_LEN + 1];
 };
 
@@ -139,24 +141,23 @@ static int lock_stage(fsafe_writer *w, bool wait)
 /*
  * A named stage exists a moment before it is locked. A sweep in that
  * moment may hold its read lock (so the lock waits for it, briefly), or,
- * with an age of 0, remove the name (so the stage counts as ours only if
- * its name still leads to it). 1: held; 0: lost, try another; <0: error.
+ * with an age of 0, remove the name. The sweep removes only the name it
+ * has checked leads to this inode, and nothing else ever names it, so the
+ * stage is still ours exactly when it still has a link.
+ * 1: held; 0: lost, try another; <0: error.
  */
 static int hold_named_stage(fsafe_writer *w)
 {
-	struct stat mine, named;
 	int r;
 
 	if ((r = lock_stage(w, true)) < 0)
 		return r;
-	if ((r = fsafe__fstat(w->fd, &mine)) < 0)
+	if ((r = fsafe__fstat(w->fd, &w->stage_st)) < 0)
 		return fail(w, r, "stat");
-	r = fsafe__fstatat(w->t.dirfd, w->staging, &named, AT_SYMLINK_NOFOLLOW);
-	if (r == -ENOENT)
+	if (w->stage_st.st_nlink == 0)
 		return 0;
-	if (r < 0)
-		return fail(w, r, "stat");
-	return mine.st_dev == named.st_dev && mine.st_ino == named.st_ino;
+	w->stat_known = true; /* inherit_metadata needs no second look */
+	return 1;
 }
 
 static int create_named_stage(fsafe_writer *w, mode_t mode)
@@ -223,8 +224,8 @@ static int allocate(fsafe_writer *w, size_t len)
  */
 static int inherit_metadata(fsafe_writer *w, const struct stat *target)
 {
-	struct stat st;
-	int r = fsafe__fstat(w->fd, &st);
+	struct stat st = w->stage_st;
+	int r = w->stat_known ? 0 : fsafe__fstat(w->fd, &st);
 
 	if (r < 0)
 		return fail(w, r, "stat");

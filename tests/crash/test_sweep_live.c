@@ -347,8 +347,8 @@ static int write_with_gap_hook(const char *dir, void (*hook)(int, const char *),
 /*
  * A sweep with older_than 0 that runs between a named stage's creation and
  * its lock finds an unlocked staging file as old as "now" and may remove
- * it. The writer must not be hurt: once locked, it checks that its name
- * still leads to its stage and otherwise starts again under a fresh name.
+ * it. The writer must not be hurt: once locked, it checks that its stage
+ * still has a link and otherwise starts again under a fresh name.
  * So the write succeeds with NEW and leaves nothing behind.
  */
 static void sweep_in_the_gap_does_not_hurt_the_write(void **state)
