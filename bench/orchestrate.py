@@ -42,7 +42,7 @@ MIB1 = 1 << 20
 
 BENCH = os.path.join(BUILD, "bench")
 PAIRED = os.path.join(BUILD, "paired")
-PAIRED_RUNS = int(ENV.get("PAIRED_RUNS", "7"))
+PAIRED_RUNS = int(ENV.get("PAIRED_RUNS", "15"))
 N_PAIRED = {4096: int(ENV.get("N_PAIRED_4K", "300")),
             1 << 20: int(ENV.get("N_PAIRED_1M", "30"))}
 NODE_PATH = os.path.join(BUILD, "node", "node_modules")
