@@ -47,9 +47,40 @@ static void run_plain(int root, struct pw_progress *p)
 	write_with(root, p, 0);
 }
 
-static void run_named(int root, struct pw_progress *p)
+/*
+ * A large one-shot write allocates its space before it writes (see
+ * ALLOCATE_MIN in src/writer.c): OLD 96 KiB, NEW 160 KiB, every byte
+ * different and none zero.
+ */
+enum { BIG_OLD_LEN = 96 * 1024, BIG_NEW_LEN = 160 * 1024 };
+static unsigned char big_old[BIG_OLD_LEN], big_new[BIG_NEW_LEN];
+
+static void big_fill(void)
 {
-	write_with(root, p, FSAFE_NO_TMPFILE);
+	for (size_t i = 0; i < BIG_OLD_LEN; i++)
+		big_old[i] = (unsigned char)(1 + (i * 7) % 127);
+	for (size_t i = 0; i < BIG_NEW_LEN; i++)
+		big_new[i] = (unsigned char)(128 + (i * 13) % 127);
+}
+
+static void old_big(int root)
+{
+	big_fill();
+	pw_put(root, "target", big_old, BIG_OLD_LEN);
+}
+
+static void run_big(int root, struct pw_progress *p)
+{
+	big_fill();
+	write_op(root, p, 0, big_new, BIG_NEW_LEN, 0);
+}
+
+static const char *check_big(int root, const struct pw_progress *p,
+                             char *buf, size_t len)
+{
+	big_fill();
+	return pw_expect(root, "target", big_old, BIG_OLD_LEN, big_new,
+	                 BIG_NEW_LEN, pw_done(p, 0, 0), buf, len);
 }
 
 static void run_create_only(int root, struct pw_progress *p)
@@ -427,18 +458,19 @@ static const char *check_lock(int root, const struct pw_progress *p,
 #define PUBLISHES (FSAFE__BREAK_DIR_SYNC | FSAFE__BREAK_DATA_SYNC)
 
 const struct pw_workload pw_core_workloads[] = {
-	{ .name = "write new target (O_TMPFILE)", .dirs = here,
+	{ .name = "write new target (one-shot: named stage)", .dirs = here,
 	  .known = target_only, .catches = PUBLISHES,
 	  .run = run_plain, .check = check_new },
-	{ .name = "replace (O_TMPFILE)", .dirs = here, .known = target_only,
+	{ .name = "replace (one-shot: named stage)", .dirs = here,
+	  .known = target_only,
 	  .catches = PUBLISHES, .setup_old = old_target, .run = run_plain,
 	  .check = check_replace },
 	{ .name = "replace keeps a private mode (0600)", .dirs = here,
 	  .known = target_only, .setup_old = old_private, .run = run_plain,
 	  .check = check_private },
-	{ .name = "replace (named stage)", .dirs = here, .known = target_only,
-	  .catches = PUBLISHES, .setup_old = old_target, .run = run_named,
-	  .check = check_replace },
+	{ .name = "replace 160 KiB (space allocated first)", .dirs = here,
+	  .known = target_only, .catches = PUBLISHES, .setup_old = old_big,
+	  .run = run_big, .check = check_big },
 	{ .name = "create-only (renameat2)", .dirs = here,
 	  .known = target_only, .catches = PUBLISHES,
 	  .run = run_create_only, .check = check_new },
@@ -452,7 +484,7 @@ const struct pw_workload pw_core_workloads[] = {
 	{ .name = "create-only onto OLD", .dirs = here, .known = target_only,
 	  .setup_old = old_target, .run = run_create_only,
 	  .check = check_untouched },
-	{ .name = "managed writer (3 chunks)", .dirs = here,
+	{ .name = "managed writer (3 chunks, O_TMPFILE)", .dirs = here,
 	  .known = target_only, .catches = PUBLISHES,
 	  .setup_old = old_target, .run = run_managed,
 	  .check = check_managed },
