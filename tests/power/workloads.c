@@ -254,6 +254,53 @@ static const char *check_batch(int root, const struct pw_progress *p,
 	                       len);
 }
 
+/* ---- async: two writes queued, completions reaped ---------------------- */
+
+/*
+ * Each write is committed alone (max_group 1), so the worker's calls come
+ * in the same order in every run, which cutting at call N needs; grouping
+ * itself is the batch's, cut above. Op i is write i, reported when its
+ * completion is reaped.
+ */
+static void run_async(int root, struct pw_progress *p)
+{
+	struct fsafe_async_opts o = FSAFE_ASYNC_OPTS_INIT;
+	fsafe_async *a = NULL;
+	uint64_t first = 0;
+	int r;
+
+	o.max_group = 1;
+	if ((r = fsafe_async_new(&o, &a)) == 0 &&
+	    (r = fsafe_async_submit(a, root, "target", pw_new, PW_NEW_LEN,
+	                            NULL, NULL, &first)) == 0)
+		r = fsafe_async_submit(a, root, "second", pw_new_short,
+		                       sizeof(pw_new_short), NULL, NULL, NULL);
+	if (r < 0)
+		abort(); /* nothing of the table is called before the worker */
+	for (int done = 0; done < 2;) {
+		struct fsafe_async_completion c[2];
+		if (fsafe_async_wait(a, -1) < 0)
+			abort();
+		int n = fsafe_async_reap(a, c, 2);
+		for (int k = 0; k < n; k++, done++)
+			pw_returned(p, (int)(c[k].id - first), c[k].result);
+	}
+	fsafe_async_free(a);
+}
+
+static const char *check_async(int root, const struct pw_progress *p,
+                               char *buf, size_t len)
+{
+	const char *bad = pw_expect(root, "target", pw_old, PW_OLD_LEN,
+	                            pw_new, PW_NEW_LEN, pw_done(p, 0, 0), buf,
+	                            len);
+
+	return bad ? bad
+	           : pw_expect(root, "second", NULL, 0, pw_new_short,
+	                       sizeof(pw_new_short), pw_done(p, 1, 0), buf,
+	                       len);
+}
+
 /* ---- FSAFE_MKDIR: a/b/target, with neither a nor b there yet ------------ */
 
 static const char *const mkdir_dirs[] = { ".", "a", "a/b", NULL };
@@ -499,6 +546,9 @@ const struct pw_workload pw_core_workloads[] = {
 	  .known = batch_known, .catches = PUBLISHES,
 	  .setup_old = old_target, .run = run_batch_syncfs,
 	  .check = check_batch },
+	{ .name = "async: two writes, reaped", .dirs = here,
+	  .known = batch_known, .catches = PUBLISHES,
+	  .setup_old = old_target, .run = run_async, .check = check_async },
 	{ .name = "mkdir parents a/b/target", .dirs = mkdir_dirs,
 	  .known = mkdir_known, .catches = PUBLISHES, .run = run_mkdir,
 	  .check = check_mkdir },
