@@ -66,8 +66,7 @@ struct fsafe_writer {
 	bool published;
 	bool defer_dir_sync;
 	bool meta_changed;  /* mode or owner set after creation */
-	bool stat_known;    /* stage_st holds the fresh stage's stat */
-	struct stat stage_st;
+	struct stat stage_st; /* a named stage's, taken when it was locked */
 	char staging[FSAFE_STAGING_NAME_LEN + 1];
 };
 
@@ -154,10 +153,7 @@ static int hold_named_stage(fsafe_writer *w)
 		return r;
 	if ((r = fsafe__fstat(w->fd, &w->stage_st)) < 0)
 		return fail(w, r, "stat");
-	if (w->stage_st.st_nlink == 0)
-		return 0;
-	w->stat_known = true; /* inherit_metadata needs no second look */
-	return 1;
+	return w->stage_st.st_nlink > 0;
 }
 
 static int create_named_stage(fsafe_writer *w, mode_t mode)
@@ -227,7 +223,9 @@ static int allocate(fsafe_writer *w, size_t len)
 static int inherit_metadata(fsafe_writer *w, const struct stat *target)
 {
 	struct stat st = w->stage_st;
-	int r = w->stat_known ? 0 : fsafe__fstat(w->fd, &st);
+	/* Right after staging, a stage with a name is one whose lock
+	   already took its stat (hold_named_stage). */
+	int r = w->named ? 0 : fsafe__fstat(w->fd, &st);
 
 	if (r < 0)
 		return fail(w, r, "stat");
