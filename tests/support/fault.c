@@ -167,6 +167,14 @@ int fault_calls_named(const char *name)
 	return n;
 }
 
+int fault_first_call_named(const char *name)
+{
+	for (int i = 1; i <= fault_calls(); i++)
+		if (!strcmp(fault_call_name(i), name))
+			return i;
+	return 0;
+}
+
 bool fault_fired(void)
 {
 	return atomic_load(&fired);

@@ -43,6 +43,8 @@ int fault_calls(void);
 const char *fault_call_name(int n);
 /* How many calls since install were named `name` ("fsync", "syncfs"...). */
 int fault_calls_named(const char *name);
+/* The first call since install named `name` (1-based; 0 if none). */
+int fault_first_call_named(const char *name);
 /* Whether the planned fault has fired. */
 bool fault_fired(void);
 

@@ -133,10 +133,7 @@ static void falls_back_when_io_uring_is_refused(void **state)
 	b = fill(f, 0, 0);
 	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
 	assert_int_equal(fsafe_batch_commit(b), 0);
-	int at = 0;
-	for (int i = 1; i <= fault_calls() && !at; i++)
-		if (!strcmp(fault_call_name(i), "fdatasync_many"))
-			at = i;
+	int at = fault_first_call_named("fdatasync_many");
 	fault_remove();
 	fsafe_batch_free(b);
 	assert_true(at > 0);
@@ -192,10 +189,7 @@ static void dir_sync_failure_marks_its_directory(void **state)
 	b = fill(f, 0, 0);
 	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
 	fsafe_batch_commit(b);
-	int first_dir_sync = 0;
-	for (int i = 1; i <= fault_calls() && !first_dir_sync; i++)
-		if (!strcmp(fault_call_name(i), "fsync"))
-			first_dir_sync = i;
+	int first_dir_sync = fault_first_call_named("fsync");
 	fault_remove();
 	fsafe_batch_free(b);
 
@@ -317,14 +311,6 @@ static void the_default_window_follows_the_descriptor_limit(void **state)
 	assert_int_equal(windows_under(f, 4096, 1100), 2); /* 1024 each */
 }
 
-static int first_call_named(const char *name)
-{
-	for (int i = 1; i <= fault_calls(); i++)
-		if (!strcmp(fault_call_name(i), name))
-			return i;
-	return 0;
-}
-
 /* A failed syncfs cannot say whose data was lost: every file it covered
    fails, and none is published. Without syncfs, per-file syncs serve. */
 static void syncfs_failure_fails_what_it_covered(void **state)
@@ -339,7 +325,7 @@ static void syncfs_failure_fails_what_it_covered(void **state)
 	b = fill_syncfs(f, 0);
 	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
 	fsafe_batch_commit(b);
-	int at = first_call_named("syncfs");
+	int at = fault_first_call_named("syncfs");
 	fault_remove();
 	fsafe_batch_free(b);
 	assert_true(at > 0);

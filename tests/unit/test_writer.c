@@ -412,15 +412,6 @@ static void one_shot_write_uses_the_callers_directory(void **state)
 	assert_clean(f);
 }
 
-/* The first call named `name` since the plan was installed (0: none). */
-static int first_call_named(const char *name)
-{
-	for (int i = 1; i <= fault_calls(); i++)
-		if (!strcmp(fault_call_name(i), name))
-			return i;
-	return 0;
-}
-
 static int write_big(struct fx *f, const char *path, const unsigned char *buf,
                      size_t len, struct fsafe_error *err)
 {
@@ -491,7 +482,7 @@ static void allocation_failures(void **state)
 	assert_int_equal(put(f, "t", "old", 0), 0); /* counted as a replace */
 	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
 	assert_int_equal(write_big(f, "t", big, BIG, NULL), 0);
-	int at = first_call_named("fallocate");
+	int at = fault_first_call_named("fallocate");
 	fault_remove();
 	assert_true(at > 0);
 
