@@ -241,17 +241,24 @@ static void run_batch_syncfs(int root, struct pw_progress *p)
 	run_batch_with(root, p, 0, 2);
 }
 
-static const char *check_batch(int root, const struct pw_progress *p,
-                               char *buf, size_t len)
+/* "target" (OLD before) and "second" (new), written by ops `a` and `b`. */
+static const char *check_two(int root, const struct pw_progress *p, int a,
+                             int b, char *buf, size_t len)
 {
 	const char *bad = pw_expect(root, "target", pw_old, PW_OLD_LEN,
-	                            pw_new, PW_NEW_LEN, pw_done(p, 0, 0), buf,
+	                            pw_new, PW_NEW_LEN, pw_done(p, a, 0), buf,
 	                            len);
 
 	return bad ? bad
 	           : pw_expect(root, "second", NULL, 0, pw_new_short,
-	                       sizeof(pw_new_short), pw_done(p, 0, 0), buf,
+	                       sizeof(pw_new_short), pw_done(p, b, 0), buf,
 	                       len);
+}
+
+static const char *check_batch(int root, const struct pw_progress *p,
+                               char *buf, size_t len)
+{
+	return check_two(root, p, 0, 0, buf, len); /* one commit, op 0 */
 }
 
 /* ---- async: two writes queued, completions reaped ---------------------- */
@@ -291,14 +298,7 @@ static void run_async(int root, struct pw_progress *p)
 static const char *check_async(int root, const struct pw_progress *p,
                                char *buf, size_t len)
 {
-	const char *bad = pw_expect(root, "target", pw_old, PW_OLD_LEN,
-	                            pw_new, PW_NEW_LEN, pw_done(p, 0, 0), buf,
-	                            len);
-
-	return bad ? bad
-	           : pw_expect(root, "second", NULL, 0, pw_new_short,
-	                       sizeof(pw_new_short), pw_done(p, 1, 0), buf,
-	                       len);
+	return check_two(root, p, 0, 1, buf, len);
 }
 
 /* ---- FSAFE_MKDIR: a/b/target, with neither a nor b there yet ------------ */
