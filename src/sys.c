@@ -164,6 +164,32 @@ int fsafe__open_dir(int dirfd, const char *path)
 	return fsafe__openat(dirfd, path, O_RDONLY | O_DIRECTORY, 0);
 }
 
+int fsafe__open_subdir(int dirfd, const char *name)
+{
+	return fsafe__openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+}
+
+int fsafe__open_regular(int dirfd, const char *name, int flags,
+                        struct stat *st)
+{
+	struct stat own;
+	int fd, r;
+
+	if (!st)
+		st = &own;
+	fd = fsafe__openat(dirfd, name, flags | O_NOFOLLOW | O_NONBLOCK, 0);
+	if (fd < 0)
+		return fd;
+	r = fsafe__fstat(fd, st);
+	if (r == 0 && !S_ISREG(st->st_mode))
+		r = S_ISDIR(st->st_mode) ? -EISDIR : -EBADFD;
+	if (r < 0) {
+		fsafe__close(fd);
+		return r;
+	}
+	return fd;
+}
+
 int fsafe__write_all(int fd, const void *buf, size_t len)
 {
 	const char *p = buf;

@@ -95,6 +95,17 @@ extern volatile unsigned fsafe__test_break;
 /* Conventions over the table: 0 / non-negative or a negative errno. */
 int fsafe__openat(int dirfd, const char *path, int flags, mode_t mode);
 int fsafe__open_dir(int dirfd, const char *path);
+/* A directory inside a store: never through a symlink (-ELOOP, or -ENOTDIR
+   for a symlink to a non-directory), so nothing in the store leads out. */
+int fsafe__open_subdir(int dirfd, const char *name);
+/* A data file inside a store: O_NOFOLLOW|O_NONBLOCK (a FIFO never blocks
+   the open, nor later reads), then its type checked on the fd, as systemd's
+   stat_verify_regular does: -ELOOP for a symlink, -EISDIR for a directory,
+   -EBADFD for anything else that is not a regular file. `st` (may be NULL)
+   receives the fstat. O_NONBLOCK stays set: it changes nothing for a
+   regular file. */
+int fsafe__open_regular(int dirfd, const char *name, int flags,
+                        struct stat *st);
 int fsafe__write_all(int fd, const void *buf, size_t len);
 ssize_t fsafe__read(int fd, void *buf, size_t len);
 int fsafe__fsync(int fd);
