@@ -68,6 +68,41 @@ struct fsafe_error {
 };
 
 /* ------------------------------------------------------------------------ */
+/* Damage: what the stores' check and repair report                          */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Every store (keyed store, inbox, spool, checkpoint, lock directory) has
+ * a read-only check and a repair of the same shape:
+ *
+ *     int fsafe_<store>_check(int dirfd, const char *path,
+ *                             fsafe_damage_fn fn, void *arg);
+ *     int fsafe_<store>_repair(int dirfd, const char *path,
+ *                              fsafe_damage_fn fn, void *arg);
+ *
+ * check changes nothing on disk and returns the number of problems found
+ * (0: clean); repair applies the damage rules and returns the number of
+ * problems it found and dealt with; both return a negative errno when they
+ * could not run. The rules: damaged bytes are never deleted, they go to the
+ * store's quarantine with a reason; nothing acknowledged and undamaged is
+ * dropped; every loss is reported; no data file is opened in a way that can
+ * block or follow a link out of the store. `fn` (may be NULL) is called once
+ * per problem, in a stable order; a non-zero return stops the walk and
+ * becomes the result. The strings live until `fn` returns.
+ */
+struct fsafe_damage {
+	const char *path;   /* the artifact, relative to the store's root */
+	const char *what;   /* what is wrong: "bad frame at offset 200",
+	                       "not a regular file (FIFO)", "missing" */
+	const char *action; /* repair: what was done ("quarantined as
+	                       quarantine/NAME", "salvaged 496 records after
+	                       it", "CURRENT rebuilt from gen-2"); check: NULL */
+	uint64_t lost;      /* records, keys, messages or generations known to
+	                       be lost with it (0 when none or not known) */
+};
+typedef int (*fsafe_damage_fn)(const struct fsafe_damage *d, void *arg);
+
+/* ------------------------------------------------------------------------ */
 /* The staging-name contract                                                 */
 /* ------------------------------------------------------------------------ */
 
