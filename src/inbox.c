@@ -254,7 +254,7 @@ static int open_subdirs(fsafe_inbox *ib, bool create)
 	                                   "done" };
 	int *fds[] = { &ib->newfd, &ib->claimedfd, &ib->quarfd, &ib->donefd };
 	bool made = false;
-	int r;
+	int r = 0; /* only read when create; gcc -Os cannot see that */
 
 	for (int i = 0; i < 4; i++) {
 		if (create && (r = ensure_dir(ib->dirfd, sub[i])) < 0)

@@ -160,21 +160,33 @@ static void leftovers_wedge_nothing(void **state)
 	free(scratch);
 }
 
-/* Set a file's times `secs` into the past (by name in dir, or by fd). */
-static void age_back(const char *dir, const char *name, int fd, int secs)
+/* Times `secs` into the past, for futimens / utimensat. */
+static void past(struct timespec ts[2], int secs)
 {
-	struct timespec ts[2];
-
 	clock_gettime(CLOCK_REALTIME, &ts[0]);
 	ts[0].tv_sec -= secs;
 	ts[1] = ts[0];
-	if (fd >= 0) {
-		assert_int_equal(futimens(fd, ts), 0);
-	} else {
-		int d = open(dir, O_RDONLY | O_DIRECTORY);
-		assert_int_equal(utimensat(d, name, ts, AT_SYMLINK_NOFOLLOW), 0);
-		close(d);
-	}
+}
+
+/* Set a file's times `secs` into the past, by name in dir. */
+static void age_back(const char *dir, const char *name, int secs)
+{
+	struct timespec ts[2];
+	int d = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	past(ts, secs);
+	assert_true(d >= 0);
+	assert_int_equal(utimensat(d, name, ts, AT_SYMLINK_NOFOLLOW), 0);
+	close(d);
+}
+
+/* The same for an open file. */
+static void age_back_fd(int fd, int secs)
+{
+	struct timespec ts[2];
+
+	past(ts, secs);
+	assert_int_equal(futimens(fd, ts), 0);
 }
 
 /* The open's sweep: stages over an hour old go, fresh ones and a live
@@ -191,7 +203,7 @@ static void open_sweeps_old_stages(void **state)
 	fsafe_store *s = su_open(dir, 0, 0);
 	tu_put(dir, old, "x", 1);
 	tu_put(dir, fresh, "x", 1);
-	age_back(dir, old, -1, 2 * 3600);
+	age_back(dir, old, 2 * 3600);
 	/* A live writer with a named stage, aged too. */
 	struct fsafe_write_opts wo = FSAFE_WRITE_OPTS_INIT;
 	fsafe_writer *w;
@@ -199,7 +211,7 @@ static void open_sweeps_old_stages(void **state)
 	char target[4300];
 	snprintf(target, sizeof(target), "%s/k-77", dir); /* key "w" */
 	assert_int_equal(fsafe_writer_open(AT_FDCWD, target, &wo, &w), 0);
-	age_back(dir, NULL, fsafe_writer_fd(w), 2 * 3600);
+	age_back_fd(fsafe_writer_fd(w), 2 * 3600);
 	assert_int_equal(tu_count_staging(dir), 3);
 
 	struct fsafe_store_opts o = FSAFE_STORE_OPTS_INIT;
@@ -220,7 +232,7 @@ static void open_sweeps_old_stages(void **state)
 	/* Age 1 ms takes the fresh one, still not the live writer's. */
 	o.flags = 0;
 	o.sweep_older_than_ms = 1;
-	age_back(dir, fresh, -1, 10);
+	age_back(dir, fresh, 10);
 	assert_int_equal(fsafe_store_open(AT_FDCWD, dir, &o, &t), 0);
 	assert_int_equal(fsafe_store_swept(t), 1);
 	assert_int_equal(tu_count_staging(dir), 1);

@@ -129,11 +129,12 @@ static void single_writes(void **state)
 	struct disk *d = *state;
 	struct fsafe_write_opts o = FSAFE_WRITE_OPTS_INIT;
 	struct fsafe_error err = { 0 };
-	unsigned char *old = pattern(OLD_LEN, 1);
-	unsigned char *big = pattern(2 * FS_SIZE, 2);
+	unsigned char *old, *big;
 	fsafe_writer *w;
 
-	skip_without_mounts();
+	skip_without_mounts(); /* before anything is allocated: skip() jumps */
+	old = pattern(OLD_LEN, 1);
+	big = pattern(2 * FS_SIZE, 2);
 	o.error = &err;
 	tu_put(d->dir, "keep", old, OLD_LEN);
 	assert_int_equal(fsafe_write_fileat(d->dirfd, "keep", big, 2 * FS_SIZE,
@@ -214,11 +215,12 @@ static void batch_fills_the_disk_midway(void **state)
 {
 	struct disk *d = *state;
 	unsigned char *content[ITEMS];
-	unsigned char *old = pattern(OLD_LEN, 3);
+	unsigned char *old;
 	bool had_old[ITEMS];
 	char name[32];
 
-	skip_without_mounts();
+	skip_without_mounts(); /* before anything is allocated: skip() jumps */
+	old = pattern(OLD_LEN, 3);
 	for (int i = 0; i < ITEMS; i++) {
 		content[i] = pattern(ITEM_LEN, (unsigned)(10 + i));
 		had_old[i] = i % 3 == 0;
