@@ -16,6 +16,11 @@ fsafe_need() {
 	apt-get update -qq >/dev/null && apt-get install -y -qq "${missing[@]}" >/dev/null
 }
 
-FSAFE_BUILD_DEPS=(cmake make gcc pkg-config scdoc)
+# liburing-dev is optional for a build (the batch falls back to a thread
+# pool without it), but a build without it has no io_uring at all: the
+# README's commands build the full library.
+FSAFE_BUILD_DEPS=(cmake make gcc pkg-config scdoc liburing-dev)
+# The tests: compilers and frameworks, the filesystems the power-loss and
+# damage tests make (ext4, xfs, btrfs loop images), xattr and ACL tools.
 FSAFE_TEST_DEPS=(clang libclang-rt-14-dev libcmocka-dev bats strace
-                 e2fsprogs xfsprogs util-linux)
+                 e2fsprogs xfsprogs btrfs-progs util-linux attr acl)

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# The whole test suite, as CI runs it: gcc build + every test, a clang
-# -Werror build, the unit/crash/module tests under ASan+UBSan, and the
-# bounded fuzz run.
+# The whole test suite, as CI runs it: a gcc build and every test, a gcc
+# Release build and its tests, a build without io_uring and its batch
+# tests, warning-free builds at every build type with gcc and clang, the
+# unit/crash/module tests under ASan+UBSan, and the bounded fuzz run.
+#
+# FSAFE_WERROR=ON (the project's CI sets it in .ci/run) makes warnings
+# errors; a user's run of this script does not need it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
@@ -9,25 +13,52 @@ fsafe_need "${FSAFE_BUILD_DEPS[@]}" "${FSAFE_TEST_DEPS[@]}"
 
 out=${FSAFE_OUT:-out}
 jobs=$(nproc)
+werror=-DFSAFE_WERROR=${FSAFE_WERROR:-OFF}
 
 step() { printf '\n== %s\n' "$*"; }
+# configure DIR [cmake args...]: a fresh cache each time, so a stale
+# option from an earlier run never decides what is tested.
+configure() {
+	local dir=$1
+	shift
+	rm -f "$dir/CMakeCache.txt"
+	cmake -S . -B "$dir" "$werror" "$@" >/dev/null
+}
 
 # As root (CI is), the power-loss tests must run: a missing loop device or
 # mkfs is then a failure, not a skip.
 [ "$(id -u)" -eq 0 ] && export FSAFE_POWER_REQUIRED=1
 
 step "gcc build, full suite"
-cmake -S . -B "$out/gcc" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+configure "$out/gcc" -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build "$out/gcc" -j "$jobs"
 ctest --test-dir "$out/gcc" --output-on-failure -j "$jobs" -LE fuzz
 
-step "clang build (-Wall -Wextra -Werror)"
-CC=clang cmake -S . -B "$out/clang" >/dev/null
-cmake --build "$out/clang" -j "$jobs"
+step "gcc Release build, every test but the power cuts"
+configure "$out/gcc-release" -DCMAKE_BUILD_TYPE=Release
+cmake --build "$out/gcc-release" -j "$jobs"
+ctest --test-dir "$out/gcc-release" --output-on-failure -j "$jobs" \
+	-LE 'fuzz|power|install'
+
+step "without io_uring (-DFSAFE_IO_URING=OFF): batch and async tests"
+configure "$out/no-uring" -DFSAFE_IO_URING=OFF
+cmake --build "$out/no-uring" -j "$jobs"
+ctest --test-dir "$out/no-uring" --output-on-failure -j "$jobs" \
+	-R 'batch|async'
+
+step "warning-free at every build type (gcc and clang)"
+for cc in gcc clang; do
+	for type in Debug MinSizeRel Release RelWithDebInfo; do
+		[ "$cc/$type" = gcc/RelWithDebInfo ] && continue # built above
+		[ "$cc/$type" = gcc/Release ] && continue
+		echo "-- $cc $type"
+		CC=$cc configure "$out/$cc-$type-build" -DCMAKE_BUILD_TYPE=$type
+		cmake --build "$out/$cc-$type-build" -j "$jobs" >/dev/null
+	done
+done
 
 step "ASan+UBSan: unit, crash and module tests"
-CC=clang cmake -S . -B "$out/asan" -DFSAFE_SANITIZE=ON \
-	-DCMAKE_BUILD_TYPE=Debug >/dev/null
+CC=clang configure "$out/asan" -DFSAFE_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
 cmake --build "$out/asan" -j "$jobs"
 # The inbox stress test ran at full size above; here a quarter of it
 # keeps the sanitised run inside CI's time.
@@ -35,11 +66,11 @@ FSAFE_INBOX_STRESS_N=1250 \
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	ctest --test-dir "$out/asan" --output-on-failure -j "$jobs" \
-	-L 'unit|crash|lock|root'
+	-L 'unit|crash|lock|root|damage'
 
 if [ -f tests/fuzz/CMakeLists.txt ]; then
 	step "libFuzzer (bounded)"
-	CC=clang cmake -S . -B "$out/fuzz" -DFSAFE_FUZZ=ON >/dev/null
+	CC=clang configure "$out/fuzz" -DFSAFE_FUZZ=ON
 	cmake --build "$out/fuzz" -j "$jobs"
 	ctest --test-dir "$out/fuzz" --output-on-failure -L fuzz
 fi
