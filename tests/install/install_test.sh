@@ -222,6 +222,11 @@ case $cli_version in *"$version"*) ;; *)
 esac
 ok "bin/fsafe --version: $(echo "$cli_version" | head -n 1)"
 
+# man_source PAGE: the roff text of an installed page, gzipped or not.
+man_source() {
+	case $1 in *.gz) zcat "$1" ;; *) cat "$1" ;; esac
+}
+
 # ---------------------------------------------------------------------------
 step "man pages"
 shopt -s nullglob
@@ -253,6 +258,27 @@ else
 	[ -f "$prefix/share/man/man1/fsafe.1" ] || [ -f "$prefix/share/man/man1/fsafe.1.gz" ] ||
 		fail "missing share/man/man1/fsafe.1"
 	ok "${#scd[@]} man page(s) installed: $(cd "$prefix/share/man" && find . -type f | sed 's|^\./||' | sort | tr '\n' ' ')"
+
+	# Every reference to a page of this project (fsafe*, libfsafe*; system
+	# pages such as rename(2) are not ours to check) names a page that is
+	# installed. Font escapes go first: scdoc renders *x*(1) as \fBx\fR(1).
+	nrefs=0
+	while IFS= read -r man; do
+		rel=${man#"$prefix/share/man/"}
+		while IFS= read -r ref; do
+			name=${ref%%(*}
+			sect=${ref#*(}
+			sect=${sect%)}
+			dir=$prefix/share/man/man${sect%%[!0-9]*}
+			[ -f "$dir/$name.$sect" ] || [ -f "$dir/$name.$sect.gz" ] ||
+				fail "$rel refers to $ref, but no share/man/man${sect%%[!0-9]*}/$name.$sect is installed"
+			nrefs=$((nrefs + 1))
+		done < <(man_source "$man" | sed -e 's/\\f[BIRP]//g' -e 's/\\-/-/g' |
+			grep -oE '(^|[^A-Za-z0-9_.-])(lib)?fsafe[A-Za-z0-9_.-]*\([1-9][a-z]*\)' |
+			sed -E 's/^[^a-z]//' | sort -u)
+	done < <(find "$prefix/share/man" -type f | sort)
+	[ "$nrefs" -gt 0 ] || fail "no man page refers to another: the cross-reference check found nothing to check"
+	ok "$nrefs cross-reference(s) between the man pages resolve to installed pages"
 fi
 
 # check_written FILE TEXT: FILE holds exactly TEXT plus a newline, and no
@@ -316,6 +342,45 @@ run "$tmp/run-pc-static.log" "the statically linked pkg-config consumer failed" 
 	"$tmp/consumer_pc_static" "$out/pc-static/file.txt" "$text"
 check_written "$out/pc-static/file.txt" "$text"
 ok "linked with libfsafe.a + '$(echo "${static_deps[@]}")', wrote $out/pc-static/file.txt"
+
+# ---------------------------------------------------------------------------
+step "man page examples"
+# Each section-3 page carries a complete program between the scdoc
+# comments "; EXAMPLE BEGIN" and "; EXAMPLE END". It is taken from the
+# source as scdoc renders it (fences dropped; a backslash escapes the next
+# character, so "\\n" in the source reads "\n"),
+# built against the installed library exactly as a reader would build it,
+# and run in an empty directory: an example that no longer builds or works
+# fails here instead of in a reader's hands.
+shopt -s nullglob
+scd3=("$source_dir"/doc/*.3.scd)
+shopt -u nullglob
+nex=0
+for src in "${scd3[@]}"; do
+	page=$(basename "$src" .scd)
+	grep -qx '; EXAMPLE BEGIN' "$src" ||
+		fail "doc/$page.scd has no EXAMPLE program (between '; EXAMPLE BEGIN' and '; EXAMPLE END')"
+	exdir=$tmp/examples/$page
+	mkdir -p "$exdir/run"
+	awk -v out="$exdir/example" '
+		/^; EXAMPLE BEGIN$/ { n++; inside = 1; next }
+		/^; EXAMPLE END$/ { inside = 0; next }
+		inside && !/^```$/ { print > (out "-" n ".c") }
+		END { if (inside) exit 1 }
+	' "$src" || fail "doc/$page.scd: '; EXAMPLE BEGIN' without '; EXAMPLE END'"
+	for c in "$exdir"/example-*.c; do
+		sed -i 's/\\\(.\)/\1/g' "$c"
+		exe=${c%.c}
+		# shellcheck disable=SC2086 # pkg-config output is a list of words
+		run "$exe.build.log" "the example of $page ($(basename "$c")) does not build" \
+			"$cc" -std=c17 -Wall -Wextra -Werror -o "$exe" "$c" $pc_cflags $pc_libs
+		(cd "$exdir/run" && LD_LIBRARY_PATH=$libdir timeout 60 "$exe") \
+			>"$exe.run.log" 2>&1 ||
+			{ tail -n 20 "$exe.run.log" >&2; fail "the example of $page ($(basename "$c")) exits non-zero"; }
+		nex=$((nex + 1))
+	done
+done
+ok "$nex example program(s) of ${#scd3[@]} section-3 page(s) built and ran"
 
 # ---------------------------------------------------------------------------
 step "consumer via find_package(fsafe) (shared and static)"
