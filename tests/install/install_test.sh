@@ -236,6 +236,9 @@ if [ ${#scd[@]} -eq 0 ]; then
 	note "SKIPPED: no doc/*.scd in the source tree, so no man pages are expected"
 	found=$(cd "$prefix" && find share/man -type f 2>/dev/null | sort | tr '\n' ' ')
 	[ -n "$found" ] && note "installed anyway: $found"
+elif ! command -v scdoc >/dev/null 2>&1; then
+	# FSAFE_MAN=AUTO builds no pages without scdoc, and says so.
+	note "SKIPPED: scdoc is not installed, so the build made no man pages"
 else
 	for src in "${scd[@]}"; do
 		page=$(basename "$src" .scd)      # e.g. fsafe.1, fsafe_write_file.3
