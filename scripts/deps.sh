@@ -17,9 +17,10 @@ fsafe_need() {
 }
 
 # liburing-dev is optional for a build (the batch falls back to a thread
-# pool without it), but a build without it has no io_uring at all: the
-# README's commands build the full library.
-FSAFE_BUILD_DEPS=(cmake make gcc pkg-config scdoc liburing-dev)
+# pool without it), but a build without it has no io_uring at all; the
+# same for libssl-dev and the checkpoint's fast SHA-256. The README's
+# commands build the full library.
+FSAFE_BUILD_DEPS=(cmake make gcc pkg-config scdoc liburing-dev libssl-dev)
 # The tests: compilers and frameworks, the filesystems the power-loss and
 # damage tests make (ext4, xfs, btrfs loop images), xattr and ACL tools.
 FSAFE_TEST_DEPS=(clang libclang-rt-14-dev libcmocka-dev bats strace

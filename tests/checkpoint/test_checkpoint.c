@@ -153,50 +153,6 @@ static unsigned char *pattern(size_t n, unsigned seed)
 	return b;
 }
 
-/* ---- SHA-256 ------------------------------------------------------------ */
-
-static void hex_of(const void *p, size_t n, char out[65])
-{
-	struct fsafe__sha256 c;
-	uint8_t d[32];
-
-	fsafe__sha256_init(&c);
-	fsafe__sha256_update(&c, p, n);
-	fsafe__sha256_final(&c, d);
-	fsafe__sha256_hex(d, out);
-}
-
-static void sha256_vectors(void **state)
-{
-	(void)state;
-	char h[65];
-	static const char two[] =
-		"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
-
-	hex_of("", 0, h);
-	assert_string_equal(h, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b"
-	                       "934ca495991b7852b855");
-	hex_of("abc", 3, h);
-	assert_string_equal(h, "ba7816bf8f01cfea414140de5dae2223b00361a39617"
-	                       "7a9cb410ff61f20015ad");
-	hex_of(two, strlen(two), h);
-	assert_string_equal(h, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff"
-	                       "2167f6ecedd419db06c1");
-	/* A million 'a's fed in odd pieces crosses every buffer edge. */
-	struct fsafe__sha256 c;
-	uint8_t d[32];
-	char a[1000];
-	memset(a, 'a', sizeof(a));
-	fsafe__sha256_init(&c);
-	for (size_t done = 0, k = 1; done < 1000000; done += k, k = k % 997 + 1)
-		fsafe__sha256_update(&c, a, done + k > 1000000 ? 1000000 - done
-		                                               : k);
-	fsafe__sha256_final(&c, d);
-	fsafe__sha256_hex(d, h);
-	assert_string_equal(h, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497"
-	                       "200e046d39ccc7112cd0");
-}
-
 /* ---- round trips ---------------------------------------------------------- */
 
 static void no_checkpoint_yet(void **state)
@@ -835,7 +791,6 @@ static void failed_commit_current_rename(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(sha256_vectors),
 		cmocka_unit_test_setup_teardown(no_checkpoint_yet, setup, teardown),
 		cmocka_unit_test_setup_teardown(round_trip_empty_and_binary,
 		                                setup, teardown),
