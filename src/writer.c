@@ -69,6 +69,7 @@ struct fsafe_writer {
 	bool published;
 	bool defer_dir_sync;
 	bool meta_changed;  /* mode, owner or xattrs set after creation */
+	bool xattrs_pending; /* the target's xattrs are still to be copied */
 	bool conditional;   /* publish only if the target matches token */
 	struct fsafe__token token;
 	struct stat stage_st; /* a named stage's, taken when it was locked */
@@ -294,15 +295,18 @@ static int check_target(fsafe_writer *w)
 	return 0;
 }
 
-/* Extended attributes and ACLs, after mode and owner: an ACL sets the
-   group bits itself, to what the old file had. */
+/*
+ * Extended attributes and ACLs, once the content is complete: a write
+ * removes security.capability (the kernel's killpriv), so copied before
+ * the data it would be lost. After mode and owner, too: an ACL sets the
+ * group bits itself, to what the old file had.
+ */
 static int inherit_xattrs(fsafe_writer *w)
 {
 	const char *step = "copy xattr";
 	int r;
 
-	if (w->flags & FSAFE_NO_XATTRS)
-		return 0;
+	w->xattrs_pending = false;
 	r = fsafe__xattr_copy(w->t.dirfd, w->t.name, w->fd,
 	                      w->flags & FSAFE_XATTRS_BEST_EFFORT, &step);
 	if (r < 0)
@@ -344,10 +348,10 @@ int fsafe__writer_open_target(struct fsafe__target *t,
 	w->token = o->token;
 
 	bool regular = w->t.exists && S_ISREG(w->t.st.st_mode);
+	w->xattrs_pending = regular && !(w->flags & FSAFE_NO_XATTRS);
 	mode_t mode = regular ? w->t.st.st_mode & 07777 : o->mode;
 	if (check_target(w) < 0 || create_stage(w, mode, o->one_shot) < 0 ||
 	    (regular && inherit_metadata(w, &w->t.st) < 0) ||
-	    (regular && inherit_xattrs(w) < 0) ||
 	    (o->one_shot && allocate(w, o->length) < 0))
 		return fsafe__writer_finish(w);
 	*out = w;
@@ -452,12 +456,15 @@ int fsafe_writer_fd(const fsafe_writer *w)
 	return w->fd;
 }
 
-/* Give an O_TMPFILE stage a staging name. */
+/* The stage's content is complete: copy the old target's attributes, and
+   give an O_TMPFILE stage a staging name. */
 int fsafe__writer_link(fsafe_writer *w)
 {
 	char proc[64];
 	int r = -EEXIST;
 
+	if (!w->err && w->xattrs_pending)
+		inherit_xattrs(w);
 	if (w->err || w->named)
 		return w->err;
 

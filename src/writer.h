@@ -53,7 +53,9 @@ int fsafe__writer_open_link(struct fsafe__target *t,
                             const char *link_target, fsafe_writer **out);
 
 /* The commit steps, for callers that interleave many writers (batch):
-   link (name an O_TMPFILE stage), data sync, publish, directory sync.
+   link (the content is complete: copy the old target's extended
+   attributes, name an O_TMPFILE stage), data sync, publish, directory
+   sync.
    sync_data is link + fdatasync of data_fd. */
 int fsafe__writer_link(fsafe_writer *w);
 int fsafe__writer_sync_data(fsafe_writer *w);

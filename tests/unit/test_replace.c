@@ -222,7 +222,12 @@ static void set_big(const struct fx *f, const char *name)
 		assert_int_equal(lsetxattr(path, "user.big", v, 2000, 0), 0);
 }
 
-/* A target with user.*, trusted.* (as root), a POSIX ACL and a big value. */
+/* File capabilities (cap_net_raw+ep, VFS_CAP_REVISION_2): a write to the
+   file removes them, so they test that the copy follows the content. */
+static const unsigned char file_caps[20] = { 0x01, 0, 0, 0x02, 0, 0x20 };
+
+/* A target with user.*, trusted.* and security.capability (as root), a
+   POSIX ACL and a big value. */
 static void decorate(const struct fx *f, const char *name)
 {
 	char path[8192];
@@ -231,6 +236,8 @@ static void decorate(const struct fx *f, const char *name)
 	tu_put(f->dir, name, "old", 3);
 	assert_int_equal(lsetxattr(path, "user.origin", "x\0y", 3, 0), 0);
 	assert_int_equal(lsetxattr(path, "trusted.fsafe", "t", 1, 0), 0);
+	assert_int_equal(lsetxattr(path, "security.capability", file_caps,
+	                           sizeof(file_caps), 0), 0);
 	set_big(f, name);
 	run("setfacl -m u:nobody:r,g:nogroup:rw %s", path);
 }
@@ -316,6 +323,11 @@ static void xattrs_kept_by_every_write_path(void **state)
 		assert_int_equal(alen, blen);
 		assert_memory_equal(after, before, blen);
 		free(after);
+		char caps[64];
+		char path[8192];
+		snprintf(path, sizeof(path), "%s/t", f->dir);
+		assert_int_equal(lgetxattr(path, "security.capability", caps,
+		                           sizeof(caps)), sizeof(file_caps));
 		struct stat st;
 		assert_int_equal(fstatat(f->dirfd, "t", &st, 0), 0);
 		assert_int_equal(st.st_mode, mode_before);
