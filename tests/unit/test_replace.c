@@ -521,6 +521,56 @@ static void hard_links_split_or_refused(void **state)
 	assert_clean(f);
 }
 
+/* A bind-mounted file cannot be renamed over: said so, nothing left. */
+static void bind_mounted_target_reported(void **state)
+{
+	struct fx *f = *state;
+	struct fsafe_error e = { 0 };
+	char src[8192], dst[8192];
+
+	skip_without_fs(f);
+	tu_put(f->dir, "t", "old", 3);
+	tu_put(f->dir, "other", "bound", 5);
+	snprintf(src, sizeof(src), "%s/other", f->dir);
+	snprintf(dst, sizeof(dst), "%s/t", f->dir);
+	assert_int_equal(mount(src, dst, NULL, MS_BIND, NULL), 0);
+	int r = put(f, "t", "new", 0, &e);
+	umount2(dst, MNT_DETACH);
+	assert_int_equal(r, -EBUSY);
+	assert_string_equal(e.step, "rename (target is a mount point)");
+	assert_false(e.published);
+	assert_true(tu_equals(f->dir, "t", "old", 3));
+	assert_clean(f);
+}
+
+/* A directory sync the filesystem refuses (EINVAL: some network and FUSE
+   filesystems) is "published, not durable", and says why. */
+static void unsupported_dir_sync_reported(void **state)
+{
+	struct fx *f = *state;
+	struct fault_plan count = { .kind = FAULT_NONE };
+	struct fsafe_error e = { 0 };
+
+	skip_without_fs(f);
+	tu_put(f->dir, "t", "old", 3);
+	fault_install(&count);
+	assert_int_equal(put(f, "t", "probe", 0, NULL), 0);
+	struct fault_plan einval = {
+		.at = fault_first_call_named("fsync"),
+		.kind = FAULT_ERRNO, .err = EINVAL,
+	};
+	fault_install(&einval);
+	int r = put(f, "t", "new", 0, &e);
+	fault_remove();
+	assert_int_equal(r, FSAFE_ENOTDURABLE);
+	assert_int_equal(e.sys_errno, EINVAL);
+	assert_string_equal(e.step,
+	                    "fsync directory (not supported by the filesystem)");
+	assert_true(e.published);
+	assert_true(tu_equals(f->dir, "t", "new", 3));
+	assert_clean(f);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Conditional replace                                                       */
 /* ------------------------------------------------------------------------ */
@@ -742,6 +792,8 @@ int main(void)
 		CASES(denied_xattr_fails_or_is_skipped),
 		CASES(special_files_refused_and_untouched),
 		CASES(hard_links_split_or_refused),
+		CASES(bind_mounted_target_reported),
+		CASES(unsupported_dir_sync_reported),
 		CASES(conditional_replace_only_over_what_was_read),
 		CASES(racing_conditional_writers_one_wins),
 		CASES(symlink_created_and_replaced),
