@@ -37,6 +37,9 @@ enum {
 	CU_NO_FLINK_CAP = 1u << 1,
 	/* Managed writer that writes NEW and then aborts: OLD must stay. */
 	CU_ABORT = 1u << 2,
+	/* OLD carries two user.* extended attributes, which NEW must carry
+	   too (so listxattrat, getxattrat and fsetxattr are cut and failed). */
+	CU_XATTRS = 1u << 3,
 };
 
 struct cu_variant {
