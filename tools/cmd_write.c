@@ -162,9 +162,12 @@ static int parse_args(int argc, char **argv, struct write_args *a)
 		default: return cli_bad_option("write", argv, c, usage);
 		}
 	}
-	if (a->batch && (a->root || argc != optind))
+	if (a->batch && (a->root || a->opts.if_unchanged || argc != optind))
 		return cli_usage_error("write", a->root
 		        ? "--batch does not take --root"
+		        : a->opts.if_unchanged
+		        ? "--batch does not take --if-unchanged (a token names "
+		          "one file)"
 		        : "--batch takes its files on standard input", usage);
 	if (a->batch)
 		return CLI_OK;

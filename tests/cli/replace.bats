@@ -119,6 +119,9 @@ decorate() {
 	run "$FSAFE" write --if-unchanged nonsense f <<<"v4"
 	[ "$status" -eq 1 ]
 	[ "$(cat f)" = v2 ]
+	run --separate-stderr "$FSAFE" write --batch --if-unchanged "$token" </dev/null
+	[ "$status" -eq 2 ]
+	[[ $stderr == "fsafe: write: --batch does not take --if-unchanged"* ]]
 	assert_no_staging .
 }
 
