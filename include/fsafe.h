@@ -167,9 +167,10 @@ struct fsafe_write_opts {
 	   target is still that file; else -ESTALE with the target untouched
 	   (also when it is gone). Writers given a token serialise on the old
 	   target (a flock held from the comparison to the rename), so of
-	   writers racing with the same token exactly one publishes. For a
-	   regular file (-EOPNOTSUPP otherwise). -EINVAL for a malformed
-	   token. */
+	   writers racing with the same token exactly one publishes (the
+	   publish waits, too, for a flock anyone else holds on the target).
+	   For a regular file (-EOPNOTSUPP otherwise). -EINVAL for a
+	   malformed token. */
 	const char *if_unchanged;
 };
 

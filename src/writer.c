@@ -328,16 +328,17 @@ static int writer_free(fsafe_writer *w)
 	return err;
 }
 
-int fsafe__writer_open_target(struct fsafe__target *t,
-                              const struct fsafe__wopts *o,
-                              fsafe_writer **out)
+/* A writer for target `t` (taken over, also on failure); NULL: -ENOMEM,
+   reported. */
+static fsafe_writer *writer_new(struct fsafe__target *t,
+                                const struct fsafe__wopts *o)
 {
 	fsafe_writer *w = calloc(1, sizeof(*w));
-	*out = NULL;
+
 	if (!w) {
 		fsafe__target_close(t);
 		fsafe__error_set(o->error, -ENOMEM, ENOMEM, "alloc", false);
-		return -ENOMEM;
+		return NULL;
 	}
 	w->t = *t;
 	t->dirfd = -1;
@@ -346,6 +347,18 @@ int fsafe__writer_open_target(struct fsafe__target *t,
 	w->error = o->error;
 	w->conditional = o->conditional;
 	w->token = o->token;
+	return w;
+}
+
+int fsafe__writer_open_target(struct fsafe__target *t,
+                              const struct fsafe__wopts *o,
+                              fsafe_writer **out)
+{
+	fsafe_writer *w = writer_new(t, o);
+
+	*out = NULL;
+	if (!w)
+		return -ENOMEM;
 
 	bool regular = w->t.exists && S_ISREG(w->t.st.st_mode);
 	w->xattrs_pending = regular && !(w->flags & FSAFE_NO_XATTRS);
@@ -378,19 +391,11 @@ int fsafe__writer_open_link(struct fsafe__target *t,
                             const struct fsafe__wopts *o,
                             const char *link_target, fsafe_writer **out)
 {
-	fsafe_writer *w = calloc(1, sizeof(*w));
+	fsafe_writer *w = writer_new(t, o);
 
 	*out = NULL;
-	if (!w) {
-		fsafe__target_close(t);
-		fsafe__error_set(o->error, -ENOMEM, ENOMEM, "alloc", false);
+	if (!w)
 		return -ENOMEM;
-	}
-	w->t = *t;
-	t->dirfd = -1;
-	w->fd = -1;
-	w->flags = o->flags;
-	w->error = o->error;
 	if (check_target(w) < 0 || create_link_stage(w, link_target) < 0)
 		return fsafe__writer_finish(w);
 	*out = w;
