@@ -776,6 +776,40 @@ static void symlink_replace_survives_kill_at_every_call(void **state)
 	assert_clean(f);
 }
 
+/* An error at any call: the old link, or (after the publish) the new one
+   with FSAFE_ENOTDURABLE; never a staging link left behind. */
+static void symlink_replace_fails_cleanly_at_every_call(void **state)
+{
+	struct fx *f = *state;
+	struct fault_plan count = { .kind = FAULT_NONE };
+
+	skip_without_fs(f);
+	assert_int_equal(symlinkat("old", f->dirfd, "current"), 0);
+	fault_install(&count);
+	assert_int_equal(fsafe_symlinkat("new", f->dirfd, "current", NULL), 0);
+	int calls = fault_calls();
+	fault_remove();
+	for (int at = 1; at <= calls; at++) {
+		struct fault_plan eio = { .at = at, .kind = FAULT_ERRNO,
+			                  .err = EIO };
+		struct fsafe_write_opts o = FSAFE_WRITE_OPTS_INIT;
+		struct fsafe_error e = { 0 };
+		assert_int_equal(unlinkat(f->dirfd, "current", 0), 0);
+		assert_int_equal(symlinkat("old", f->dirfd, "current"), 0);
+		o.error = &e;
+		fault_install(&eio);
+		int r = fsafe_symlinkat("new", f->dirfd, "current", &o);
+		fault_remove();
+		if (r == 0 || r == FSAFE_ENOTDURABLE) {
+			assert_link(f, "current", "new");
+		} else {
+			assert_false(e.published);
+			assert_link(f, "current", "old");
+		}
+		assert_clean(f);
+	}
+}
+
 #define CASES(fn)                                                             \
 	{ #fn, fn }
 
@@ -798,6 +832,7 @@ int main(void)
 		CASES(racing_conditional_writers_one_wins),
 		CASES(symlink_created_and_replaced),
 		CASES(symlink_replace_survives_kill_at_every_call),
+		CASES(symlink_replace_fails_cleanly_at_every_call),
 	};
 	enum { N = sizeof(tests) / sizeof(tests[0]) };
 	struct CMUnitTest t[N * N_FS];
