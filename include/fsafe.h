@@ -215,6 +215,9 @@ FSAFE_API int fsafe_write_file(const char *path, const void *buf, size_t len,
  * never followed; a directory there is refused (-EISDIR). opts->flags
  * takes FSAFE_NO_SYNC, FSAFE_CREATE_ONLY, FSAFE_MKDIR; opts->mode and
  * opts->if_unchanged are ignored. Results as for fsafe_write_fileat().
+ * A crash between staging and publishing leaves a symbolic link with a
+ * staging name, which fsafe_sweep() does not remove (it removes regular
+ * files only).
  */
 FSAFE_API int fsafe_symlinkat(const char *target, int dirfd,
                               const char *linkpath,
