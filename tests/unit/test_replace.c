@@ -336,6 +336,31 @@ static void xattrs_kept_by_every_write_path(void **state)
 	assert_clean(f);
 }
 
+/* More names than the library's stack buffer holds (1 KiB of list). */
+static void many_xattrs_kept(void **state)
+{
+	struct fx *f = *state;
+	char path[8192], key[64];
+	size_t blen, alen;
+
+	skip_without_fs(f);
+	tu_put(f->dir, "t", "old", 3);
+	snprintf(path, sizeof(path), "%s/t", f->dir);
+	for (int i = 0; i < 64; i++) {
+		snprintf(key, sizeof(key), "user.attribute-number-%02d", i);
+		assert_int_equal(lsetxattr(path, key, key + 5, 2, 0), 0);
+	}
+	char *before = xattrs_of(f, "t", &blen);
+	assert_true(llistxattr(path, NULL, 0) > 1024);
+	assert_int_equal(put(f, "t", "new", 0, NULL), 0);
+	char *after = xattrs_of(f, "t", &alen);
+	assert_int_equal(alen, blen);
+	assert_memory_equal(after, before, blen);
+	free(before);
+	free(after);
+	assert_clean(f);
+}
+
 /* The common case pays one call: listxattrat, and nothing after it. */
 static void no_xattrs_cost_one_call(void **state)
 {
@@ -821,6 +846,7 @@ int main(void)
 		void (*fn)(void **);
 	} tests[] = {
 		CASES(xattrs_kept_by_every_write_path),
+		CASES(many_xattrs_kept),
 		CASES(no_xattrs_cost_one_call),
 		CASES(xattrs_kept_without_the_at_calls),
 		CASES(denied_xattr_fails_or_is_skipped),
