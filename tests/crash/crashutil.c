@@ -54,6 +54,8 @@ const struct cu_variant cu_variants[] = {
 	  CU_PLAIN, CU_ABORT },
 	{ "replace, with xattrs", 0, true, false, CU_PLAIN, CU_XATTRS },
 	{ "managed writer, with xattrs", 0, true, true, CU_PLAIN, CU_XATTRS },
+	{ "replace, with xattrs, no listxattrat", 0, true, false, CU_PLAIN,
+	  CU_XATTRS | CU_NO_XATTRAT },
 };
 const size_t cu_nvariants = sizeof(cu_variants) / sizeof(cu_variants[0]);
 
@@ -199,17 +201,41 @@ static int linkat_without_cap(int olddirfd, const char *old, int newdirfd,
 	return below->linkat(olddirfd, old, newdirfd, new_, flags);
 }
 
+static ssize_t listxattrat_missing(int dirfd, const char *path,
+                                   unsigned at_flags, char *list, size_t n)
+{
+	(void)dirfd, (void)path, (void)at_flags, (void)list, (void)n;
+	errno = ENOSYS;
+	return -1;
+}
+
+static ssize_t getxattrat_missing(int dirfd, const char *path,
+                                  unsigned at_flags, const char *name,
+                                  void *value, size_t n)
+{
+	(void)dirfd, (void)path, (void)at_flags, (void)name, (void)value;
+	(void)n;
+	errno = ENOSYS;
+	return -1;
+}
+
 int cu_write(const struct cu_variant *v, int dirfd, struct fsafe_error *err)
 {
-	if (!(v->extra & CU_NO_FLINK_CAP))
+	if (!(v->extra & (CU_NO_FLINK_CAP | CU_NO_XATTRAT)))
 		return write_new(v, dirfd, err);
 	below = fsafe__sys_current;
 	layer = *below;
-	layer.linkat = linkat_without_cap;
+	if (v->extra & CU_NO_FLINK_CAP)
+		layer.linkat = linkat_without_cap;
+	if (v->extra & CU_NO_XATTRAT) {
+		layer.listxattrat = listxattrat_missing;
+		layer.getxattrat = getxattrat_missing;
+	}
 	fsafe__sys_swap(&layer);
 	int r = write_new(v, dirfd, err);
 	fsafe__sys_swap(below);
-	effective_cap(CAP_DAC_READ_SEARCH, true);
+	if (v->extra & CU_NO_FLINK_CAP)
+		effective_cap(CAP_DAC_READ_SEARCH, true);
 	return r;
 }
 
