@@ -63,7 +63,16 @@ struct fsafe_error {
 	const char *step;  /* static string naming the failed step: "open",
 	                      "allocate", "write", "fsync", "link", "rename",
 	                      "fsync directory", "mkdir", "resolve", "stat",
-	                      "chmod", ... */
+	                      "chmod", "list xattrs", "read xattr",
+	                      "copy xattr", "hard links", "compare", ...;
+	                      a target that is not a regular file is named
+	                      by its type: "not a regular file (character
+	                      device)", "... (block device)", "... (fifo)",
+	                      "... (socket)"; a rename refused because the
+	                      target is a mount point is "rename (target is
+	                      a mount point)"; a directory sync the
+	                      filesystem does not support is "fsync
+	                      directory (not supported by the filesystem)" */
 	bool published;    /* the new content is visible at the target */
 };
 
@@ -152,7 +161,34 @@ enum {
 	FSAFE_NO_TMPFILE = 1u << 4,
 	/* Never use renameat2(); create-only publishes with link+unlink. */
 	FSAFE_NO_RENAMEAT2 = 1u << 5,
+	/* Do not copy the old target's extended attributes and ACLs. */
+	FSAFE_NO_XATTRS = 1u << 6,
+	/* Leave out an extended attribute the caller may not copy (trusted.*
+	   without CAP_SYS_ADMIN, a security.* label it may not set) instead
+	   of failing the write at step "copy xattr". */
+	FSAFE_XATTRS_BEST_EFFORT = 1u << 7,
+	/* Refuse (-EMLINK, step "hard links") a target with more than one
+	   hard link. By default such a target is replaced under the name
+	   given, and its other names keep the old content: a replace
+	   creates a new file, it never writes into the old one. */
+	FSAFE_NO_SPLIT_LINKS = 1u << 8,
 };
+
+/*
+ * The identity of a file as a caller read it: device, inode, size and
+ * change time in nanoseconds, as FSAFE_TOKEN_LEN - 1 hex digits and a NUL.
+ * Opaque: only compare tokens or pass them back.
+ */
+#define FSAFE_TOKEN_LEN 73
+
+/*
+ * The token of the file a write of `path` (relative to `dirfd`) would
+ * replace: a symbolic link is followed unless `flags` has FSAFE_NO_FOLLOW.
+ * Take it before reading the file, so that a change made after it is
+ * caught. 0; -ENOENT when there is no such file; or a negative errno.
+ */
+FSAFE_API int fsafe_token_get(int dirfd, const char *path, unsigned flags,
+                              char out[FSAFE_TOKEN_LEN]);
 
 struct fsafe_write_opts {
 	size_t size;               /* sizeof(struct fsafe_write_opts), or 0 */
@@ -162,6 +198,15 @@ struct fsafe_write_opts {
 	                              own mode, and its owner where the caller
 	                              may set it. */
 	struct fsafe_error *error; /* optional: filled in on failure */
+	/* Optional: a token from fsafe_token_get(). Publish only if the
+	   target is still that file; else -ESTALE with the target untouched
+	   (also when it is gone). Writers given a token serialise on the old
+	   target (a flock held from the comparison to the rename), so of
+	   writers racing with the same token exactly one publishes (the
+	   publish waits, too, for a flock anyone else holds on the target).
+	   For a regular file (-EOPNOTSUPP otherwise). -EINVAL for a
+	   malformed token. */
+	const char *if_unchanged;
 };
 
 #define FSAFE_WRITE_OPTS_INIT { .size = sizeof(struct fsafe_write_opts) }
@@ -174,8 +219,19 @@ struct fsafe_write_opts {
  *
  * Returns 0; or FSAFE_ENOTDURABLE (published, durability unknown); or a
  * negative errno with the target unchanged (-EEXIST with FSAFE_CREATE_ONLY,
- * -EISDIR when the target is a directory, -EINVAL for an empty path or a
- * path ending in '/', '.' or '..').
+ * -EISDIR when the target is a directory, -EBADFD when it is a device, a
+ * FIFO or a socket: refused before anything is staged, never written
+ * through nor replaced; -EMLINK with FSAFE_NO_SPLIT_LINKS, -ESTALE with
+ * if_unchanged, -EBUSY when the target is a mount point, -EINVAL for an
+ * empty path or a path ending in '/', '.' or '..').
+ *
+ * What the new file keeps of the old one, on every write path (one-shot,
+ * managed writer, batch, async, root-contained): mode, owner where the
+ * caller may set it, and every extended attribute, ACLs included
+ * (user.*, trusted.* and security.* where the caller may set them,
+ * system.posix_acl_access). They are set on the stage before it is
+ * published. The inode is new: other hard links keep the old content (see
+ * FSAFE_NO_SPLIT_LINKS), and open descriptors keep reading the old file.
  */
 FSAFE_API int fsafe_write_fileat(int dirfd, const char *path, const void *buf,
                                  size_t len,
@@ -184,6 +240,23 @@ FSAFE_API int fsafe_write_fileat(int dirfd, const char *path, const void *buf,
 /* fsafe_write_fileat(AT_FDCWD, ...). */
 FSAFE_API int fsafe_write_file(const char *path, const void *buf, size_t len,
                                const struct fsafe_write_opts *opts);
+
+/*
+ * Create or replace the symbolic link `linkpath` (relative to `dirfd`) so
+ * that it reads `target`, atomically: a reader resolving `linkpath` finds
+ * the old link or the new one, also after a crash (the deploy switch
+ * `current -> release-42`). The new link is made under a staging name,
+ * renamed over `linkpath` and the directory synced. `linkpath` itself is
+ * never followed; a directory there is refused (-EISDIR). opts->flags
+ * takes FSAFE_NO_SYNC, FSAFE_CREATE_ONLY, FSAFE_MKDIR; opts->mode and
+ * opts->if_unchanged are ignored. Results as for fsafe_write_fileat().
+ * A crash between staging and publishing leaves a symbolic link with a
+ * staging name, which fsafe_sweep() does not remove (it removes regular
+ * files only).
+ */
+FSAFE_API int fsafe_symlinkat(const char *target, int dirfd,
+                              const char *linkpath,
+                              const struct fsafe_write_opts *opts);
 
 /* ------------------------------------------------------------------------ */
 /* Managed (streaming) writer                                                */

@@ -10,6 +10,7 @@
 #include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #ifdef __linux__
@@ -99,6 +100,54 @@ static int sys_ioctl(int fd, unsigned long req, void *arg)
 	return ioctl(fd, req, arg);
 }
 
+/*
+ * The *xattrat calls came in Linux 6.13, with one number on every
+ * architecture of the common table; glibc 2.36 has no wrappers. Elsewhere
+ * ENOSYS, and the caller opens the file instead.
+ */
+#if defined(__linux__) && !defined(SYS_getxattrat) &&                         \
+	(defined(__x86_64__) || defined(__i386__) || defined(__aarch64__) ||  \
+	 defined(__arm__) || defined(__riscv))
+#define SYS_getxattrat 464
+#define SYS_listxattrat 465
+#endif
+
+static ssize_t sys_listxattrat(int dirfd, const char *path, unsigned at_flags,
+                               char *list, size_t size)
+{
+#ifdef SYS_listxattrat
+	return (ssize_t)syscall(SYS_listxattrat, dirfd, path, at_flags, list,
+	                        size);
+#else
+	(void)dirfd, (void)path, (void)at_flags, (void)list, (void)size;
+	errno = ENOSYS;
+	return -1;
+#endif
+}
+
+static ssize_t sys_getxattrat(int dirfd, const char *path, unsigned at_flags,
+                              const char *name, void *value, size_t size)
+{
+#ifdef SYS_getxattrat
+	/* struct xattr_args of <linux/xattr.h>, not in older headers. */
+	struct {
+		uint64_t value;
+		uint32_t size;
+		uint32_t flags;
+	} args = { (uint64_t)(uintptr_t)value, (uint32_t)size, 0 };
+
+	if (size > UINT32_MAX)
+		args.size = UINT32_MAX;
+	return (ssize_t)syscall(SYS_getxattrat, dirfd, path, at_flags, name,
+	                        &args, sizeof(args));
+#else
+	(void)dirfd, (void)path, (void)at_flags, (void)name, (void)value;
+	(void)size;
+	errno = ENOSYS;
+	return -1;
+#endif
+}
+
 const struct fsafe_sys fsafe__sys_default = {
 	.openat = sys_openat,
 	.openat2 = sys_openat2,
@@ -130,6 +179,12 @@ const struct fsafe_sys fsafe__sys_default = {
 	.syncfs = sys_syncfs,
 	.kill = kill,
 	.flock = flock,
+	.listxattrat = sys_listxattrat,
+	.getxattrat = sys_getxattrat,
+	.flistxattr = flistxattr,
+	.fgetxattr = fgetxattr,
+	.fsetxattr = fsetxattr,
+	.symlinkat = symlinkat,
 };
 
 #ifdef FSAFE_TESTING
@@ -311,6 +366,46 @@ int fsafe__random(void *buf, size_t len)
 		len -= (size_t)n;
 	}
 	return 0;
+}
+
+ssize_t fsafe__listxattrat(int dirfd, const char *path, char *list,
+                           size_t size)
+{
+	return RETRY_EINTR(SYS->listxattrat(dirfd, path, AT_SYMLINK_NOFOLLOW,
+	                                    list, size));
+}
+
+ssize_t fsafe__getxattrat(int dirfd, const char *path, const char *name,
+                          void *value, size_t size)
+{
+	return RETRY_EINTR(SYS->getxattrat(dirfd, path, AT_SYMLINK_NOFOLLOW,
+	                                   name, value, size));
+}
+
+ssize_t fsafe__flistxattr(int fd, char *list, size_t size)
+{
+	return RETRY_EINTR(SYS->flistxattr(fd, list, size));
+}
+
+ssize_t fsafe__fgetxattr(int fd, const char *name, void *value, size_t size)
+{
+	return RETRY_EINTR(SYS->fgetxattr(fd, name, value, size));
+}
+
+int fsafe__fsetxattr(int fd, const char *name, const void *value,
+                     size_t size)
+{
+	return (int)RETRY_EINTR(SYS->fsetxattr(fd, name, value, size, 0));
+}
+
+int fsafe__symlinkat(const char *target, int dirfd, const char *path)
+{
+	return (int)RETRY_EINTR(SYS->symlinkat(target, dirfd, path));
+}
+
+int fsafe__flock(int fd, int op)
+{
+	return (int)RETRY_EINTR(SYS->flock(fd, op));
 }
 
 static int ofd_setlk(int fd, short type, int cmd)

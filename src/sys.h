@@ -64,8 +64,22 @@ struct fsafe_sys {
 	/* syncfs(2): the whole filesystem of fd. ENOSYS where missing. */
 	int (*syncfs)(int fd);
 	int (*kill)(pid_t pid, int sig);
-	/* flock(2): the lock module's guard against a live holder. */
+	/* flock(2): the lock module's guard against a live holder, and the
+	   serialisation of conditional replaces on the old target. */
 	int (*flock)(int fd, int op);
+	/* listxattrat(2) / getxattrat(2) (Linux 6.13): a file's extended
+	   attributes by name in a directory fd, without opening the file.
+	   ENOSYS where missing; `at_flags` takes AT_SYMLINK_NOFOLLOW. */
+	ssize_t (*listxattrat)(int dirfd, const char *path, unsigned at_flags,
+	                       char *list, size_t size);
+	ssize_t (*getxattrat)(int dirfd, const char *path, unsigned at_flags,
+	                      const char *name, void *value, size_t size);
+	ssize_t (*flistxattr)(int fd, char *list, size_t size);
+	ssize_t (*fgetxattr)(int fd, const char *name, void *value,
+	                     size_t size);
+	int (*fsetxattr)(int fd, const char *name, const void *value,
+	                 size_t size, int flags);
+	int (*symlinkat)(const char *target, int dirfd, const char *path);
 };
 
 extern const struct fsafe_sys fsafe__sys_default;
@@ -127,6 +141,16 @@ ssize_t fsafe__readlinkat(int dirfd, const char *path, char *buf, size_t len);
 int fsafe__fchown(int fd, uid_t uid, gid_t gid);
 int fsafe__random(void *buf, size_t len);
 int fsafe__ofd_lock(int fd, short type, bool wait);
+ssize_t fsafe__listxattrat(int dirfd, const char *path, char *list,
+                           size_t size);
+ssize_t fsafe__getxattrat(int dirfd, const char *path, const char *name,
+                          void *value, size_t size);
+ssize_t fsafe__flistxattr(int fd, char *list, size_t size);
+ssize_t fsafe__fgetxattr(int fd, const char *name, void *value, size_t size);
+int fsafe__fsetxattr(int fd, const char *name, const void *value,
+                     size_t size);
+int fsafe__symlinkat(const char *target, int dirfd, const char *path);
+int fsafe__flock(int fd, int op);
 int fsafe__ofd_unlock(int fd);
 
 /* close() once, never retried (Linux frees the fd even on EINTR). Keeps

@@ -28,12 +28,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "error.h"
 #include "staging.h"
 #include "sys.h"
+#include "xattr.h"
 
 #ifndef FALLOC_FL_KEEP_SIZE
 #define FALLOC_FL_KEEP_SIZE 0x01
@@ -44,7 +46,8 @@
 
 #define FSAFE__WRITE_FLAGS                                                     \
 	(FSAFE_NO_SYNC | FSAFE_CREATE_ONLY | FSAFE_NO_FOLLOW | FSAFE_MKDIR |   \
-	 FSAFE_NO_TMPFILE | FSAFE_NO_RENAMEAT2)
+	 FSAFE_NO_TMPFILE | FSAFE_NO_RENAMEAT2 | FSAFE_NO_XATTRS |            \
+	 FSAFE_XATTRS_BEST_EFFORT | FSAFE_NO_SPLIT_LINKS)
 
 /* One-shot writes from this size on allocate their space first; at 4 KiB
    the extra call showed no gain beyond noise (bench/README.md). */
@@ -65,7 +68,10 @@ struct fsafe_writer {
 	bool named;         /* the stage has a name in t.dirfd */
 	bool published;
 	bool defer_dir_sync;
-	bool meta_changed;  /* mode or owner set after creation */
+	bool meta_changed;  /* mode, owner or xattrs set after creation */
+	bool xattrs_pending; /* the target's xattrs are still to be copied */
+	bool conditional;   /* publish only if the target matches token */
+	struct fsafe__token token;
 	struct stat stage_st; /* a named stage's, taken when it was locked */
 	char staging[FSAFE_STAGING_NAME_LEN + 1];
 };
@@ -74,7 +80,7 @@ int fsafe__wopts_load(struct fsafe__wopts *o,
                       const struct fsafe_write_opts *opts)
 {
 	/* The first published layout; a size of 0 means it. */
-	static const size_t v1 = sizeof(struct fsafe_write_opts);
+	static const size_t v1 = offsetof(struct fsafe_write_opts, if_unchanged);
 	struct fsafe_write_opts in = { 0 };
 
 	if (opts) {
@@ -91,9 +97,11 @@ int fsafe__wopts_load(struct fsafe__wopts *o,
 	o->borrow_dirfd = false;
 	o->one_shot = false;
 	o->length = 0;
+	o->conditional = in.if_unchanged != NULL;
 	if (o->mode & ~(mode_t)07777)
 		return -EINVAL;
-	return 0;
+	return o->conditional ? fsafe__token_parse(in.if_unchanged, &o->token)
+	                      : 0;
 }
 
 static int fail(fsafe_writer *w, int r, const char *step)
@@ -250,14 +258,60 @@ static int inherit_metadata(fsafe_writer *w, const struct stat *target)
 	return 0;
 }
 
+/* The detail for a target we never replace nor write through. */
+static const char *special_type(mode_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFCHR: return "not a regular file (character device)";
+	case S_IFBLK: return "not a regular file (block device)";
+	case S_IFIFO: return "not a regular file (fifo)";
+	case S_IFSOCK: return "not a regular file (socket)";
+	default: return NULL;
+	}
+}
+
+/* Everything that refuses a target is decided here, before staging: the
+   type and the link count come free with the resolution's lstat. */
 static int check_target(fsafe_writer *w)
 {
+	const struct stat *st = &w->t.st;
+	const char *special = special_type(st->st_mode);
+
 	if (!w->t.exists)
-		return 0;
-	if (S_ISDIR(w->t.st.st_mode))
+		return w->conditional ? fail(w, -ESTALE, "compare") : 0;
+	if (S_ISDIR(st->st_mode))
 		return fail(w, -EISDIR, "stat");
+	if (special)
+		return fail(w, -EBADFD, special);
 	if (w->flags & FSAFE_CREATE_ONLY)
 		return fail(w, -EEXIST, "stat");
+	if ((w->flags & FSAFE_NO_SPLIT_LINKS) && S_ISREG(st->st_mode) &&
+	    st->st_nlink > 1)
+		return fail(w, -EMLINK, "hard links");
+	if (w->conditional && !S_ISREG(st->st_mode))
+		return fail(w, -EOPNOTSUPP, "compare");
+	if (w->conditional && !fsafe__token_matches(&w->token, st))
+		return fail(w, -ESTALE, "compare");
+	return 0;
+}
+
+/*
+ * Extended attributes and ACLs, once the content is complete: a write
+ * removes security.capability (the kernel's killpriv), so copied before
+ * the data it would be lost. After mode and owner, too: an ACL sets the
+ * group bits itself, to what the old file had.
+ */
+static int inherit_xattrs(fsafe_writer *w)
+{
+	const char *step = "copy xattr";
+	int r;
+
+	w->xattrs_pending = false;
+	r = fsafe__xattr_copy(w->t.dirfd, w->t.name, w->fd,
+	                      w->flags & FSAFE_XATTRS_BEST_EFFORT, &step);
+	if (r < 0)
+		return fail(w, r, step);
+	w->meta_changed |= r > 0;
 	return 0;
 }
 
@@ -274,28 +328,75 @@ static int writer_free(fsafe_writer *w)
 	return err;
 }
 
-int fsafe__writer_open_target(struct fsafe__target *t,
-                              const struct fsafe__wopts *o,
-                              fsafe_writer **out)
+/* A writer for target `t` (taken over, also on failure); NULL: -ENOMEM,
+   reported. */
+static fsafe_writer *writer_new(struct fsafe__target *t,
+                                const struct fsafe__wopts *o)
 {
 	fsafe_writer *w = calloc(1, sizeof(*w));
-	*out = NULL;
+
 	if (!w) {
 		fsafe__target_close(t);
 		fsafe__error_set(o->error, -ENOMEM, ENOMEM, "alloc", false);
-		return -ENOMEM;
+		return NULL;
 	}
 	w->t = *t;
 	t->dirfd = -1;
 	w->fd = -1;
 	w->flags = o->flags;
 	w->error = o->error;
+	w->conditional = o->conditional;
+	w->token = o->token;
+	return w;
+}
+
+int fsafe__writer_open_target(struct fsafe__target *t,
+                              const struct fsafe__wopts *o,
+                              fsafe_writer **out)
+{
+	fsafe_writer *w = writer_new(t, o);
+
+	*out = NULL;
+	if (!w)
+		return -ENOMEM;
 
 	bool regular = w->t.exists && S_ISREG(w->t.st.st_mode);
+	w->xattrs_pending = regular && !(w->flags & FSAFE_NO_XATTRS);
 	mode_t mode = regular ? w->t.st.st_mode & 07777 : o->mode;
 	if (check_target(w) < 0 || create_stage(w, mode, o->one_shot) < 0 ||
 	    (regular && inherit_metadata(w, &w->t.st) < 0) ||
 	    (o->one_shot && allocate(w, o->length) < 0))
+		return fsafe__writer_finish(w);
+	*out = w;
+	return 0;
+}
+
+/* A stage that is a symbolic link: made under a fresh staging name. */
+static int create_link_stage(fsafe_writer *w, const char *link_target)
+{
+	int r = -EEXIST;
+
+	for (int i = 0; i < NAME_ATTEMPTS && r == -EEXIST; i++) {
+		if ((r = new_staging_name(w)) < 0)
+			return fail(w, r, "getrandom");
+		r = fsafe__symlinkat(link_target, w->t.dirfd, w->staging);
+	}
+	if (r < 0)
+		return fail(w, r, "symlink");
+	w->named = true;
+	return 0;
+}
+
+int fsafe__writer_open_link(struct fsafe__target *t,
+                            const struct fsafe__wopts *o,
+                            const char *link_target, fsafe_writer **out)
+{
+	fsafe_writer *w = writer_new(t, o);
+
+	*out = NULL;
+	if (!w)
+		return -ENOMEM;
+	if (check_target(w) < 0 || create_link_stage(w, link_target) < 0)
 		return fsafe__writer_finish(w);
 	*out = w;
 	return 0;
@@ -321,13 +422,16 @@ int fsafe__writer_open(int dirfd, const char *path,
 }
 
 /* Load the caller's options; on failure report it where we still can. */
-static int load_opts(struct fsafe__wopts *o, const struct fsafe_write_opts *opts)
+int fsafe__wopts_load_reporting(struct fsafe__wopts *o,
+                                const struct fsafe_write_opts *opts)
 {
 	int r = fsafe__wopts_load(o, opts);
 
 	/* The options are unreadable, so is their error pointer, unless the
 	   layout at least holds it. */
-	if (r < 0 && opts && (!opts->size || opts->size >= sizeof(*opts)))
+	if (r < 0 && opts &&
+	    (!opts->size || opts->size >= offsetof(struct fsafe_write_opts,
+	                                           error) + sizeof(void *)))
 		fsafe__error_set(opts->error, r, -r, "options", false);
 	return r;
 }
@@ -336,7 +440,7 @@ int fsafe_writer_open(int dirfd, const char *path,
                       const struct fsafe_write_opts *opts, fsafe_writer **out)
 {
 	struct fsafe__wopts o;
-	int r = load_opts(&o, opts);
+	int r = fsafe__wopts_load_reporting(&o, opts);
 
 	*out = NULL;
 	if (r < 0)
@@ -357,12 +461,15 @@ int fsafe_writer_fd(const fsafe_writer *w)
 	return w->fd;
 }
 
-/* Give an O_TMPFILE stage a staging name. */
+/* The stage's content is complete: copy the old target's attributes, and
+   give an O_TMPFILE stage a staging name. */
 int fsafe__writer_link(fsafe_writer *w)
 {
 	char proc[64];
 	int r = -EEXIST;
 
+	if (!w->err && w->xattrs_pending)
+		inherit_xattrs(w);
 	if (w->err || w->named)
 		return w->err;
 
@@ -427,6 +534,52 @@ static int publish_noreplace(fsafe_writer *w)
 	return 0;
 }
 
+/*
+ * A conditional replace: lock the file now at the name, then compare the
+ * file *now at the name* with the token. A writer that waited for the lock
+ * while another renamed over the name finds the other's file there and
+ * backs off. Returns the locked fd (close it after the rename) or -errno.
+ */
+static int lock_unchanged(fsafe_writer *w)
+{
+	struct stat st;
+	int fd = fsafe__openat(w->t.dirfd, w->t.name,
+	                       O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0);
+	int r = fd;
+
+	if (fd == -ENOENT || fd == -ELOOP)
+		return fail(w, -ESTALE, "compare");
+	if (fd < 0)
+		return fail(w, fd, "open");
+	if ((r = fsafe__flock(fd, LOCK_EX)) < 0) {
+		fsafe__close(fd);
+		return fail(w, r, "lock");
+	}
+	r = fsafe__fstatat(w->t.dirfd, w->t.name, &st, AT_SYMLINK_NOFOLLOW);
+	if (r == 0 && !fsafe__token_matches(&w->token, &st))
+		r = -ESTALE;
+	if (r < 0) {
+		fsafe__close(fd);
+		return fail(w, r == -ENOENT ? -ESTALE : r,
+		            r == -ESTALE || r == -ENOENT ? "compare" : "stat");
+	}
+	return fd;
+}
+
+static int publish_replace(fsafe_writer *w)
+{
+	int held = w->conditional ? lock_unchanged(w) : -1;
+
+	if (w->err)
+		return w->err;
+	int r = fsafe__renameat(w->t.dirfd, w->staging, w->t.dirfd, w->t.name);
+	if (held >= 0)
+		fsafe__close(held); /* drops the lock, after the rename */
+	if (r == -EBUSY)
+		return fail(w, r, "rename (target is a mount point)");
+	return r < 0 ? fail(w, r, "rename") : 0;
+}
+
 int fsafe__writer_publish(fsafe_writer *w)
 {
 	int r;
@@ -434,13 +587,12 @@ int fsafe__writer_publish(fsafe_writer *w)
 
 	if (w->err)
 		return w->err;
-	if (create_only)
-		r = publish_noreplace(w);
-	else
-		r = fsafe__renameat(w->t.dirfd, w->staging, w->t.dirfd,
-		                    w->t.name);
-	if (r < 0)
-		return fail(w, r, create_only ? "link" : "rename");
+	if (create_only) {
+		if ((r = publish_noreplace(w)) < 0)
+			return fail(w, r, "link");
+	} else if ((r = publish_replace(w)) < 0) {
+		return r;
+	}
 	w->named = false;
 	w->published = true;
 	return 0;
@@ -454,7 +606,11 @@ int fsafe__writer_sync_dir(fsafe_writer *w)
 		return 0;
 	int r = fsafe__target_sync_dir(&w->t);
 	if (r < 0) {
-		fail(w, FSAFE_ENOTDURABLE, "fsync directory");
+		/* Some network and FUSE filesystems cannot sync a directory:
+		   say so, rather than leave a bare "Invalid argument". */
+		fail(w, FSAFE_ENOTDURABLE, r == -EINVAL
+		        ? "fsync directory (not supported by the filesystem)"
+		        : "fsync directory");
 		w->sys_errno = -r;
 	}
 	return w->err;
@@ -513,7 +669,7 @@ int fsafe_write_fileat(int dirfd, const char *path, const void *buf,
 {
 	struct fsafe__wopts o;
 	fsafe_writer *w;
-	int r = load_opts(&o, opts);
+	int r = fsafe__wopts_load_reporting(&o, opts);
 
 	if (r < 0)
 		return r;

@@ -8,6 +8,7 @@
 
 #include "fsafe.h"
 #include "target.h"
+#include "token.h"
 
 /* Options normalised from any layout of struct fsafe_write_opts. */
 struct fsafe__wopts {
@@ -21,10 +22,18 @@ struct fsafe__wopts {
 	   is named from the start and its space allocated up front. */
 	bool one_shot;
 	size_t length;
+	/* Publish only if the target still matches `token`. */
+	bool conditional;
+	struct fsafe__token token;
 };
 
 int fsafe__wopts_load(struct fsafe__wopts *o,
                       const struct fsafe_write_opts *opts);
+
+/* As fsafe__wopts_load, and a failure reported through opts->error where
+   the layout holds it. */
+int fsafe__wopts_load_reporting(struct fsafe__wopts *o,
+                                const struct fsafe_write_opts *opts);
 
 /* fsafe_writer_open() with options already loaded. */
 int fsafe__writer_open(int dirfd, const char *path,
@@ -36,8 +45,17 @@ int fsafe__writer_open_target(struct fsafe__target *t,
                               const struct fsafe__wopts *o,
                               fsafe_writer **out);
 
+/* A writer whose stage is a symbolic link reading `link_target` (no fd,
+   no data sync; publish and directory sync as for a file). Takes
+   ownership of t->dirfd (also on failure). */
+int fsafe__writer_open_link(struct fsafe__target *t,
+                            const struct fsafe__wopts *o,
+                            const char *link_target, fsafe_writer **out);
+
 /* The commit steps, for callers that interleave many writers (batch):
-   link (name an O_TMPFILE stage), data sync, publish, directory sync.
+   link (the content is complete: copy the old target's extended
+   attributes, name an O_TMPFILE stage), data sync, publish, directory
+   sync.
    sync_data is link + fdatasync of data_fd. */
 int fsafe__writer_link(fsafe_writer *w);
 int fsafe__writer_sync_data(fsafe_writer *w);

@@ -25,7 +25,10 @@
 static const char usage[] =
 	"usage: fsafe write [--mode MODE] [--create-only] [--no-follow] "
 	"[--mkdir]\n"
-	"                   [--no-sync] [--no-tmpfile] [--root DIR] FILE\n"
+	"                   [--no-sync] [--no-tmpfile] [--root DIR]\n"
+	"                   [--no-xattrs] [--xattrs-best-effort] "
+	"[--no-split-links]\n"
+	"                   [--if-unchanged TOKEN] FILE\n"
 	"       fsafe write --batch [OPTIONS] < TARGET\\0SOURCE\\0...\n";
 
 static const char help[] =
@@ -45,6 +48,17 @@ static const char help[] =
 	"                    absolute path, '..' above DIR or a symbolic link\n"
 	"                    on the way is refused (--no-follow replaces a\n"
 	"                    link at FILE), and nothing is made outside DIR\n"
+	"      --no-xattrs   do not copy FILE's extended attributes and ACLs\n"
+	"                    (copied by default, like its mode and owner)\n"
+	"      --xattrs-best-effort\n"
+	"                    leave out an attribute we may not copy instead\n"
+	"                    of failing\n"
+	"      --no-split-links\n"
+	"                    refuse FILE if it has more than one hard link\n"
+	"                    (by default only this name gets the new content)\n"
+	"      --if-unchanged TOKEN\n"
+	"                    replace only if FILE is still the file whose\n"
+	"                    token `fsafe stat-token FILE` printed\n"
 	"  -b, --batch       replace many files: standard input holds\n"
 	"                    NUL-separated TARGET and SOURCE pairs; each\n"
 	"                    TARGET gets SOURCE's content, each atomically,\n"
@@ -88,7 +102,13 @@ static int parse_mode(const char *s, mode_t *mode)
 }
 
 /* Long-only options, past every char value. */
-enum { OPT_NO_TMPFILE = 256 };
+enum {
+	OPT_NO_TMPFILE = 256,
+	OPT_NO_XATTRS,
+	OPT_XATTRS_BEST_EFFORT,
+	OPT_NO_SPLIT_LINKS,
+	OPT_IF_UNCHANGED,
+};
 
 static int parse_args(int argc, char **argv, struct write_args *a)
 {
@@ -99,6 +119,11 @@ static int parse_args(int argc, char **argv, struct write_args *a)
 		{ "mkdir", no_argument, NULL, 'p' },
 		{ "no-sync", no_argument, NULL, 's' },
 		{ "no-tmpfile", no_argument, NULL, OPT_NO_TMPFILE },
+		{ "no-xattrs", no_argument, NULL, OPT_NO_XATTRS },
+		{ "xattrs-best-effort", no_argument, NULL,
+		  OPT_XATTRS_BEST_EFFORT },
+		{ "no-split-links", no_argument, NULL, OPT_NO_SPLIT_LINKS },
+		{ "if-unchanged", required_argument, NULL, OPT_IF_UNCHANGED },
 		{ "root", required_argument, NULL, 'r' },
 		{ "batch", no_argument, NULL, 'b' },
 		{ "help", no_argument, NULL, 'h' },
@@ -123,15 +148,26 @@ static int parse_args(int argc, char **argv, struct write_args *a)
 		case 'p': a->opts.flags |= FSAFE_MKDIR; break;
 		case 's': a->opts.flags |= FSAFE_NO_SYNC; break;
 		case OPT_NO_TMPFILE: a->opts.flags |= FSAFE_NO_TMPFILE; break;
+		case OPT_NO_XATTRS: a->opts.flags |= FSAFE_NO_XATTRS; break;
+		case OPT_XATTRS_BEST_EFFORT:
+			a->opts.flags |= FSAFE_XATTRS_BEST_EFFORT;
+			break;
+		case OPT_NO_SPLIT_LINKS:
+			a->opts.flags |= FSAFE_NO_SPLIT_LINKS;
+			break;
+		case OPT_IF_UNCHANGED: a->opts.if_unchanged = optarg; break;
 		case 'r': a->root = optarg; break;
 		case 'b': a->batch = true; break;
 		case 'h': a->help = true; return CLI_OK;
 		default: return cli_bad_option("write", argv, c, usage);
 		}
 	}
-	if (a->batch && (a->root || argc != optind))
+	if (a->batch && (a->root || a->opts.if_unchanged || argc != optind))
 		return cli_usage_error("write", a->root
 		        ? "--batch does not take --root"
+		        : a->opts.if_unchanged
+		        ? "--batch does not take --if-unchanged (a token names "
+		          "one file)"
 		        : "--batch takes its files on standard input", usage);
 	if (a->batch)
 		return CLI_OK;
@@ -150,6 +186,12 @@ static int report(const char *file, int r, const struct fsafe_error *e,
 
 	if (r == -EEXIST && (flags & FSAFE_CREATE_ONLY))
 		cli_warn("write %s: %s exists; %s unchanged", file, file, file);
+	else if (r == -EBADFD && e->step)
+		/* The step names the file's type; errno would only blur it. */
+		cli_warn("write %s: %s; unchanged", file, e->step);
+	else if (r == -ESTALE)
+		cli_warn("write %s: changed since its token was taken; %s "
+		         "unchanged", file, file);
 	else if (r == FSAFE_ENOTDURABLE || e->published)
 		cli_warn("write %s: %s: %s; %s published, but durability "
 		         "unknown", file, e->step ? e->step : "sync", why,

@@ -13,6 +13,7 @@
 #include <linux/capability.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -51,6 +52,10 @@ const struct cu_variant cu_variants[] = {
 	{ "managed writer, aborted", 0, true, true, CU_PLAIN, CU_ABORT },
 	{ "managed writer, aborted, NO_TMPFILE", FSAFE_NO_TMPFILE, true, true,
 	  CU_PLAIN, CU_ABORT },
+	{ "replace, with xattrs", 0, true, false, CU_PLAIN, CU_XATTRS },
+	{ "managed writer, with xattrs", 0, true, true, CU_PLAIN, CU_XATTRS },
+	{ "replace, with xattrs, no listxattrat", 0, true, false, CU_PLAIN,
+	  CU_XATTRS | CU_NO_XATTRAT },
 };
 const size_t cu_nvariants = sizeof(cu_variants) / sizeof(cu_variants[0]);
 
@@ -102,6 +107,31 @@ static void put(int dirfd, const char *name, const void *buf, size_t len,
 		fail_msg("fixture %s: %s", name, strerror(errno));
 }
 
+static int set_attr(int dirfd, const char *key, const char *value)
+{
+	int fd = openat(dirfd, "target", O_RDONLY | O_CLOEXEC);
+	int r = fd < 0 ? -1 : fsetxattr(fd, key, value, strlen(value), 0);
+
+	if (fd >= 0)
+		close(fd);
+	return r;
+}
+
+/* Whether the target carries the attributes the fixture gave OLD. */
+static bool has_attrs(int dirfd)
+{
+	char a[16] = "", b[16] = "";
+	int fd = openat(dirfd, "target", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return false;
+	bool ok = fgetxattr(fd, "user.crash", a, sizeof(a)) == 4 &&
+	          fgetxattr(fd, "user.second", b, sizeof(b)) == 3 &&
+	          !memcmp(a, "attr", 4) && !memcmp(b, "2nd", 3);
+	close(fd);
+	return ok;
+}
+
 int cu_prepare(const struct cu_variant *v, const char *path)
 {
 	tu_rmtree(path);
@@ -117,6 +147,10 @@ int cu_prepare(const struct cu_variant *v, const char *path)
 	} else if (v->old) {
 		put(dirfd, "target", cu_old, CU_OLD_LEN, CU_OLD_MODE);
 	}
+	if ((v->extra & CU_XATTRS) && v->old &&
+	    (set_attr(dirfd, "user.crash", "attr") < 0 ||
+	     set_attr(dirfd, "user.second", "2nd") < 0))
+		fail_msg("setxattr fixture: %s", strerror(errno));
 	if ((v->extra & CU_FOREIGN_OWNER) && geteuid() == 0 &&
 	    fchownat(dirfd, "target", CU_FOREIGN_UID, CU_FOREIGN_GID,
 	             AT_SYMLINK_NOFOLLOW) < 0)
@@ -167,17 +201,41 @@ static int linkat_without_cap(int olddirfd, const char *old, int newdirfd,
 	return below->linkat(olddirfd, old, newdirfd, new_, flags);
 }
 
+static ssize_t listxattrat_missing(int dirfd, const char *path,
+                                   unsigned at_flags, char *list, size_t n)
+{
+	(void)dirfd, (void)path, (void)at_flags, (void)list, (void)n;
+	errno = ENOSYS;
+	return -1;
+}
+
+static ssize_t getxattrat_missing(int dirfd, const char *path,
+                                  unsigned at_flags, const char *name,
+                                  void *value, size_t n)
+{
+	(void)dirfd, (void)path, (void)at_flags, (void)name, (void)value;
+	(void)n;
+	errno = ENOSYS;
+	return -1;
+}
+
 int cu_write(const struct cu_variant *v, int dirfd, struct fsafe_error *err)
 {
-	if (!(v->extra & CU_NO_FLINK_CAP))
+	if (!(v->extra & (CU_NO_FLINK_CAP | CU_NO_XATTRAT)))
 		return write_new(v, dirfd, err);
 	below = fsafe__sys_current;
 	layer = *below;
-	layer.linkat = linkat_without_cap;
+	if (v->extra & CU_NO_FLINK_CAP)
+		layer.linkat = linkat_without_cap;
+	if (v->extra & CU_NO_XATTRAT) {
+		layer.listxattrat = listxattrat_missing;
+		layer.getxattrat = getxattrat_missing;
+	}
 	fsafe__sys_swap(&layer);
 	int r = write_new(v, dirfd, err);
 	fsafe__sys_swap(below);
-	effective_cap(CAP_DAC_READ_SEARCH, true);
+	if (v->extra & CU_NO_FLINK_CAP)
+		effective_cap(CAP_DAC_READ_SEARCH, true);
 	return r;
 }
 
@@ -414,6 +472,10 @@ void cu_observe(const struct cu_variant *v, int dirfd, struct cu_state *s)
 	if (s->content == CU_OLD && v->layout == CU_PLAIN &&
 	    mode != CU_OLD_MODE)
 		problem(s, "OLD lost its mode (%04o)", (unsigned)mode);
+	if ((v->extra & CU_XATTRS) && s->content != CU_ABSENT &&
+	    !has_attrs(dirfd))
+		problem(s, "%s lacks OLD's extended attributes",
+		        cu_content_name(s->content));
 }
 
 const char *cu_sweep_check(const struct cu_variant *v, int dirfd,

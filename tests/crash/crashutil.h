@@ -37,6 +37,13 @@ enum {
 	CU_NO_FLINK_CAP = 1u << 1,
 	/* Managed writer that writes NEW and then aborts: OLD must stay. */
 	CU_ABORT = 1u << 2,
+	/* OLD carries two user.* extended attributes, which NEW must carry
+	   too (so listxattrat, getxattrat and fsetxattr are cut and failed). */
+	CU_XATTRS = 1u << 3,
+	/* A kernel before 6.13: listxattrat and getxattrat fail with ENOSYS
+	   (above the fault layer, so uncounted), and the writer opens OLD to
+	   list its attributes by descriptor (flistxattr, fgetxattr). */
+	CU_NO_XATTRAT = 1u << 4,
 };
 
 struct cu_variant {

@@ -11,6 +11,8 @@
  * object):
  *
  *   create(dir, name, f)    openat O_CREAT of a name that did not exist
+ *                           or symlinkat: a link is created whole, what
+ *                           it reads durable with its inode
  *   tmpfile(f)              openat O_TMPFILE (an inode with no name)
  *   mkdir(dir, name, d)
  *   write(f, off, bytes)    write/pwrite, at the offset it really used
@@ -126,6 +128,8 @@ struct mdir {
 
 struct obj {
 	bool dir;
+	bool link;            /* a symbolic link: f.data is what it reads,
+	                         durable with its creation, like a name */
 	ino_t ino;            /* in the recording run, while it is current */
 	struct mfile f;       /* initial content (files) */
 	struct mdir d;        /* initial entries (directories) */
@@ -214,6 +218,14 @@ static int new_obj(ino_t ino, bool dir)
 	o->dir = dir;
 	o->ino = ino;
 	return R->nobj++;
+}
+
+static void set_link(int id, const char *to, size_t n)
+{
+	R->obj[id].link = true;
+	R->obj[id].f.mode = 0777;
+	R->obj[id].f.data = arena_copy(to, n);
+	R->obj[id].f.size = n;
 }
 
 static int id_of_ino(ino_t ino)
@@ -338,6 +350,28 @@ static int r_openat(int d, const char *p, int f, mode_t m)
 	}
 	errno = e;
 	return fd;
+}
+
+/* A symbolic link is created whole: what it reads comes with its inode,
+   which persists with the name (there is no way to sync a link itself). */
+static int r_symlinkat(const char *to, int d, const char *p)
+{
+	char base[NAMELEN];
+	struct stat st;
+
+	tick("symlinkat");
+	int dir = parent_of(d, p, base);
+	int r = next_sys->symlinkat(to, d, p);
+	int e = errno;
+	if (r == 0 && lstat_at(d, p, &st)) {
+		int id = new_obj(st.st_ino, false);
+		set_link(id, to, strlen(to));
+		struct op *o = log_op(OP_CREATE, id);
+		o->dir = dir;
+		strcpy(o->name, base);
+	}
+	errno = e;
+	return r;
 }
 
 static int r_openat2(int d, const char *p, void *how, size_t size)
@@ -632,6 +666,7 @@ static void rec_table_init(const struct fsafe_sys *next)
 	rec_sys.ioctl = c_ioctl;
 	rec_sys.kill = c_kill;
 	rec_sys.flock = c_flock;
+	rec_sys.symlinkat = r_symlinkat;
 }
 
 /* ---- capturing the initial tree ---------------------------------------- */
@@ -674,9 +709,10 @@ static void capture(int fd, int id)
 			continue;
 		if (fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			fail_msg("stat %s: %s", e->d_name, strerror(errno));
-		if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
-			fail_msg("%s: only files and directories are modelled",
-			         e->d_name);
+		if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) &&
+		    !S_ISLNK(st.st_mode))
+			fail_msg("%s: only files, directories and symbolic "
+			         "links are modelled", e->d_name);
 		int child = -1;
 		for (int i = 0; i < R->nobj; i++)
 			if (R->obj[i].ino == st.st_ino)
@@ -687,6 +723,14 @@ static void capture(int fd, int id)
 				int sub = openat(fd, e->d_name,
 				                 O_RDONLY | O_DIRECTORY);
 				capture(sub, child);
+			} else if (S_ISLNK(st.st_mode)) {
+				char to[PATH_MAX];
+				ssize_t n = readlinkat(fd, e->d_name, to,
+				                       sizeof(to));
+				if (n < 0)
+					fail_msg("readlink %s: %s", e->d_name,
+					         strerror(errno));
+				set_link(child, to, (size_t)n);
 			} else {
 				struct mfile *f = &R->obj[child].f;
 				read_all(fd, e->d_name, f);
@@ -1090,6 +1134,13 @@ static void materialize(int fd, int id, const char *path)
 			int sub = openat(fd, e->name, O_RDONLY | O_DIRECTORY);
 			materialize(sub, e->id, p);
 			close(sub);
+		} else if (R->obj[e->id].link) {
+			char to[PATH_MAX];
+			const struct mfile *m = &st.f[e->id];
+			memcpy(to, m->data, m->size);
+			to[m->size] = '\0';
+			if (symlinkat(to, fd, e->name) < 0)
+				fail_msg("symlink %s: %s", p, strerror(errno));
 		} else if (firstpath[e->id][0]) {
 			if (linkat(scratchfd, firstpath[e->id], fd, e->name, 0) < 0)
 				fail_msg("link %s: %s", p, strerror(errno));

@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "power.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -502,6 +503,67 @@ static const char *check_lock(int root, const struct pw_progress *p,
 	                 PW_NEW_LEN, pw_done(p, 1, 0), buf, len);
 }
 
+/* ---- symbolic link replace: "current" from one release to another ------ */
+
+static const char *const link_known[] = { "current", "release-old",
+	                                  "release-new", NULL };
+
+static void old_link(int root)
+{
+	pw_put(root, "release-old", pw_old, PW_OLD_LEN);
+	pw_put(root, "release-new", pw_new, PW_NEW_LEN);
+	if (symlinkat("release-old", root, "current") < 0)
+		abort();
+}
+
+static void run_symlink(int root, struct pw_progress *p)
+{
+	pw_returned(p, 0, fsafe_symlinkat("release-new", root, "current",
+	                                  NULL));
+}
+
+/* The sweep keeps symbolic links (fsafe.h), so the stage of a crashed
+   fsafe_symlinkat is removed by hand, as documented; then the sweep. */
+static const char *recover_symlink(const struct pw_workload *w, int root,
+                                   char *buf, size_t len)
+{
+	DIR *d = fdopendir(openat(root, ".", O_RDONLY | O_DIRECTORY |
+	                                     O_CLOEXEC));
+	struct stat st;
+
+	if (!d)
+		abort();
+	for (struct dirent *e; (e = readdir(d));)
+		if (fsafe_is_staging_name(e->d_name) &&
+		    fstatat(root, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISLNK(st.st_mode) && unlinkat(root, e->d_name, 0) < 0)
+			abort();
+	closedir(d);
+	return pw_sweep_all(w, root, buf, len);
+}
+
+/* "current" reads the old release or the new one, the new one once the
+   call returned; it is never missing, nor anything but a link. */
+static const char *check_symlink(int root, const struct pw_progress *p,
+                                 char *buf, size_t len)
+{
+	char to[64];
+	ssize_t n = readlinkat(root, "current", to, sizeof(to) - 1);
+
+	if (n < 0) {
+		snprintf(buf, len, "current: readlink: %s", strerror(errno));
+		return buf;
+	}
+	to[n] = '\0';
+	if (strcmp(to, "release-new") &&
+	    (strcmp(to, "release-old") || pw_done(p, 0, 0))) {
+		snprintf(buf, len, "current -> %s%s", to,
+		         pw_done(p, 0, 0) ? " after the call returned" : "");
+		return buf;
+	}
+	return NULL;
+}
+
 #define PUBLISHES (FSAFE__BREAK_DIR_SYNC | FSAFE__BREAK_DATA_SYNC)
 
 const struct pw_workload pw_core_workloads[] = {
@@ -566,6 +628,10 @@ const struct pw_workload pw_core_workloads[] = {
 	  .known = lock_known, .leftover = lock_private,
 	  .setup_old = old_target, .run = run_lock_kernel,
 	  .recover = recover_lock_kernel, .check = check_lock },
+	{ .name = "symbolic link replace (fsafe_symlinkat)", .dirs = here,
+	  .known = link_known, .catches = FSAFE__BREAK_DIR_SYNC,
+	  .setup_old = old_link, .run = run_symlink,
+	  .recover = recover_symlink, .check = check_symlink },
 	{ .name = "stage name collides with a leftover", .dirs = here,
 	  .known = target_only, .catches = FSAFE__BREAK_EXCL,
 	  .setup_old = old_collision, .run = run_collision,

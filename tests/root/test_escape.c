@@ -227,8 +227,8 @@ static const struct esc cases[] = {
 	/* A FIFO would block a reader forever: refused, never opened. */
 	X("read_fifo", "q:fifo", RD, "fifo", -EINVAL, -EINVAL),
 	X("read_fifo_via_link", "q:fifo l:l=/fifo", RD, "l", -ELOOP, -EINVAL),
-	X("write_over_fifo", "q:fifo", W, "fifo", 0, 0, .land_s = "fifo",
-	  .land_r = "fifo"),
+	/* Nor is it replaced: a write refuses it, as any non-regular file. */
+	X("write_over_fifo", "q:fifo", W, "fifo", -EBADFD, -EBADFD),
 	X("mkdir_up", "", MK, "../newdir", -EXDEV, -EXDEV),
 	X("mkdir_link_abs", "l:l=@OUT", MK, "l/newdir", -ELOOP, -ENOENT),
 	X("mkdir_link_up", "l:l=../..", MK, "l/newdir", -ELOOP, 0,

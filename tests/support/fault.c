@@ -100,6 +100,12 @@ static int w_fdatasync_many(const int *f, size_t n, int *e) { FAIL_OR(fdatasync_
 static int w_syncfs(int fd) { FAIL_OR(syncfs, real->syncfs(fd)); }
 static int w_kill(pid_t p, int s) { FAIL_OR(kill, real->kill(p, s)); }
 static int w_flock(int fd, int op) { FAIL_OR(flock, real->flock(fd, op)); }
+static ssize_t w_listxattrat(int d, const char *p, unsigned f, char *l, size_t n) { FAIL_OR(listxattrat, real->listxattrat(d, p, f, l, n)); }
+static ssize_t w_getxattrat(int d, const char *p, unsigned f, const char *k, void *v, size_t n) { FAIL_OR(getxattrat, real->getxattrat(d, p, f, k, v, n)); }
+static ssize_t w_flistxattr(int fd, char *l, size_t n) { FAIL_OR(flistxattr, real->flistxattr(fd, l, n)); }
+static ssize_t w_fgetxattr(int fd, const char *k, void *v, size_t n) { FAIL_OR(fgetxattr, real->fgetxattr(fd, k, v, n)); }
+static int w_fsetxattr(int fd, const char *k, const void *v, size_t n, int f) { FAIL_OR(fsetxattr, real->fsetxattr(fd, k, v, n, f)); }
+static int w_symlinkat(const char *t, int d, const char *p) { FAIL_OR(symlinkat, real->symlinkat(t, d, p)); }
 
 /* Linux frees the descriptor whatever close() returns, so a failed close
    still closes: the library must never retry it. */
@@ -126,6 +132,9 @@ static const struct fsafe_sys wrapped = {
 	.getdents = w_getdents, .close = w_close, .getrandom = w_getrandom,
 	.ioctl = w_ioctl, .fdatasync_many = w_fdatasync_many,
 	.syncfs = w_syncfs, .kill = w_kill, .flock = w_flock,
+	.listxattrat = w_listxattrat, .getxattrat = w_getxattrat,
+	.flistxattr = w_flistxattr, .fgetxattr = w_fgetxattr,
+	.fsetxattr = w_fsetxattr, .symlinkat = w_symlinkat,
 };
 
 void fault_set_real(const struct fsafe_sys *table)
