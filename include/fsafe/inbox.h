@@ -187,6 +187,30 @@ struct fsafe_inbox_recovery {
 FSAFE_API int fsafe_inbox_recover(fsafe_inbox *ib, uint64_t stage_age_ms,
                                   struct fsafe_inbox_recovery *out);
 
+/*
+ * Damage (the shape of every store's check and repair: fsafe.h, "Damage").
+ * check reads the inbox `path` under dirfd and reports, one call of `fn`
+ * each: a missing or non-directory new/, claimed/, done/ or quarantine/
+ * (a symlink included: nothing is ever followed out of the inbox); foreign
+ * entries; a file in new/, a claim directory or done/ that is not a whole
+ * message (foreign name, corrupt or truncated header or payload, a FIFO,
+ * socket, device, directory or symbolic link in its place); a process
+ * consumer whose owner is dead or whose owner record is missing or
+ * damaged; an unfinished retirement; a claim also present in new/ or done/
+ * (a move that stopped half way); staging files older than an hour.
+ * repair moves each damaged entry on its own into quarantine/ with a
+ * "<name>.reason" (never deleted, never a whole queue), recreates missing
+ * directories, returns the claims of dead consumers and of those whose
+ * record is damaged to new/ (they are delivered again), drops the claim
+ * name of a half-done move, and sweeps abandoned stages. `lost` counts a
+ * delivered, unacknowledged message whose file was damaged. Messages are
+ * judged against FSAFE_INBOX_MAX_DEFAULT.
+ */
+FSAFE_API int fsafe_inbox_check(int dirfd, const char *path,
+                                fsafe_damage_fn fn, void *arg);
+FSAFE_API int fsafe_inbox_repair(int dirfd, const char *path,
+                                 fsafe_damage_fn fn, void *arg);
+
 #ifdef __cplusplus
 }
 #endif
