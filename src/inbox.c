@@ -619,12 +619,16 @@ int fsafe__inbox_quarantine(int quarfd, int srcfd, const char *name,
 {
 	struct fsafe_write_opts wo = FSAFE_WRITE_OPTS_INIT;
 	char dest[NAME_MAX + 1], reason[NAME_MAX + 32];
-	bool renamed = false;
-	int r = fsafe__linkat(srcfd, name, quarfd, name, 0);
+	struct stat st;
+	int r = fsafe__fstatat(srcfd, name, &st, AT_SYMLINK_NOFOLLOW);
 
-	if (r == -EPERM) /* a directory: no hard links */
-		r = fsafe__renameat2(srcfd, name, quarfd, name,
-		                     RENAME_NOREPLACE), renamed = true;
+	if (r < 0)
+		return r;
+	/* A directory has no hard links: it is renamed. */
+	bool renamed = S_ISDIR(st.st_mode);
+	r = renamed ? fsafe__renameat2(srcfd, name, quarfd, name,
+	                               RENAME_NOREPLACE)
+	            : fsafe__linkat(srcfd, name, quarfd, name, 0);
 	snprintf(dest, sizeof(dest), "%s", name);
 	for (int i = 0; r == -EEXIST && i < 8; i++) {
 		/* A name seen before: keep both. */
