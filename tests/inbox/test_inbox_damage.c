@@ -276,8 +276,8 @@ static void symlinked_layout_directories(void **state)
 		assert_true(r == -ENOTDIR || r == -ELOOP);
 		assert_int_equal(check(f, &s), 2); /* the link, and "x" */
 		assert_true(has(&s, "not a directory (symbolic link)"));
-		repair(f, &s);
-		show(&s);
+		if (repair(f, &s) != 2)
+			show(&s);
 		assert_int_equal(s.n, 2);
 		char *after = snap_take(f->out, NULL);
 		assert_string_equal(before, after);
