@@ -424,6 +424,22 @@ static const char *judge_owner(struct walk *w, int cfd, const char *dir,
 	return "consumer is dead";
 }
 
+/* A damaged owner record is not deleted with its directory: it goes to
+   quarantine/ first (as "owner", or "owner.<random>" beside another). */
+static int keep_record(struct walk *w, const char *dir)
+{
+	char why[NAME_MAX + 64];
+	int cfd = fsafe__open_subdir(w->fd[CLAIMED], dir), r;
+
+	if (cfd < 0)
+		return cfd;
+	snprintf(why, sizeof(why), "claimed/%s/owner: damaged owner record\n",
+	         dir);
+	r = fsafe__inbox_quarantine(w->fd[QUAR], cfd, "owner", why, NULL);
+	fsafe__close(cfd);
+	return r == -ENOENT ? 0 : r;
+}
+
 static int check_consumer(struct walk *w, const char *dir)
 {
 	char path[NAME_MAX + 16], why[64], what[128], action[96];
@@ -448,12 +464,14 @@ static int check_consumer(struct walk *w, const char *dir)
 	snprintf(what, sizeof(what), "%s (%d claims)", verdict, claims);
 	if (!w->repair)
 		return report(w, path, what, NULL, 0);
-	int r = w->ib ? fsafe__inbox_return_claims(w->ib, dir) : -ENOENT;
+	int r = verdict == why ? keep_record(w, dir) : 0;
+	if (r == 0)
+		r = w->ib ? fsafe__inbox_return_claims(w->ib, dir) : -ENOENT;
 	if (r < 0)
 		failed(action, sizeof(action), r);
 	else
-		snprintf(action, sizeof(action), "%d claims returned to new/",
-		         r);
+		snprintf(action, sizeof(action), "%d claims returned to new/%s",
+		         r, verdict == why ? "; the record quarantined" : "");
 	return report(w, path, what, action, 0);
 }
 
