@@ -189,6 +189,15 @@ FSAFE_API int fsafe_inbox_recover(fsafe_inbox *ib, uint64_t stage_age_ms,
 
 /*
  * Damage (the shape of every store's check and repair: fsafe.h, "Damage").
+ * The rules: damaged bytes are never deleted (they go to quarantine/ with a
+ * reason); one damaged message costs that message, never a queue; every
+ * loss is reported (check, fsafe_inbox_quarantined(), the CLI's warnings);
+ * no hang (files opened O_NONBLOCK|O_NOFOLLOW, type checked first); every
+ * directory under the inbox is opened without following links, so open,
+ * take, ack, recover and check never work through one; check changes
+ * nothing. Limits: a deleted message file leaves no trace (no index); a
+ * copy under another id with a matching sequence field is delivered twice.
+ *
  * check reads the inbox `path` under dirfd and reports, one call of `fn`
  * each: a missing or non-directory new/, claimed/, done/ or quarantine/
  * (a symlink included: nothing is ever followed out of the inbox); foreign
