@@ -47,6 +47,7 @@ struct walk {
 	int top, fd[NSUB];   /* -1 when missing or not a directory */
 	fsafe_inbox *ib;     /* repair, once the layout is whole */
 	time_t now;
+	bool sweep;          /* repair: abandoned stages seen in this dir */
 };
 
 static int report(struct walk *w, const char *path, const char *what,
@@ -179,23 +180,32 @@ static int judge_stage(struct walk *w, int fd, const char *name,
                        const char *path)
 {
 	struct stat st;
+	int r;
 
-	if (!fsafe_is_staging_name(name) ||
-	    fsafe__fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-	    !S_ISREG(st.st_mode))
+	if (!fsafe_is_staging_name(name))
+		return 0;
+	if ((r = fsafe__fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW)) < 0)
+		return r == -ENOENT; /* a writer published or dropped it */
+	if (!S_ISREG(st.st_mode))
 		return 0;
 	if (w->now - st.st_mtime < STAGE_AGE_S)
 		return 1;
-	if (!w->repair) {
-		report(w, path, "abandoned staging file", NULL, 0);
-		return 1;
-	}
-	/* The sweep removes it only under its lock (never a live writer's). */
+	w->sweep |= w->repair;
+	report(w, path, "abandoned staging file",
+	       w->repair ? "swept (never delivered)" : NULL, 0);
+	return 1;
+}
+
+/* Repair: sweep the stages judge_stage reported in directory fd, once,
+   under the sweep's lock (a live writer's stage is never removed). */
+static int sweep_stages(struct walk *w, int fd)
+{
+	if (!w->sweep)
+		return 0;
+	w->sweep = false;
 	int r = fsafe_sweep(fd, ".", (uint64_t)STAGE_AGE_S * 1000, 0, NULL,
 	                    NULL);
-	report(w, path, "abandoned staging file",
-	       r < 0 ? "not repaired" : "removed (never delivered)", 0);
-	return 1;
+	return r < 0 ? r : 0;
 }
 
 /* ---- the layout ------------------------------------------------------------- */
@@ -311,7 +321,7 @@ static int check_messages(struct walk *w, int i, uint64_t lost)
 			judge_message(w, w->fd[i], l.v[j], path, lost);
 	}
 	names_free(&l);
-	return 0;
+	return sweep_stages(w, w->fd[i]);
 }
 
 /* ---- claimed/ ------------------------------------------------------------------- */
@@ -390,6 +400,8 @@ static int check_claims(struct walk *w, int cfd, const char *dir)
 		claims += w->found == before;
 	}
 	names_free(&l);
+	if ((r = sweep_stages(w, cfd)) < 0)
+		return r;
 	return claims;
 }
 

@@ -478,6 +478,37 @@ static void missing_and_foreign(void **state)
 	assert_true(tu_equals(path_of(f, "quarantine"), "junk", "j", 1));
 }
 
+/* Abandoned stages (older than an hour) are reported and swept, every
+   one of them; a young one is a live delivery and no damage. */
+static void abandoned_stages_swept(void **state)
+{
+	struct fx *f = *state;
+	static const char *const stage[] = {
+		".fsafe-0123456789abcdef01234567.tmp",
+		".fsafe-0123456789abcdef01234568.tmp",
+		".fsafe-0123456789abcdef01234569.tmp",
+	};
+	struct timespec old[2] = { { .tv_sec = 1000000000 },
+		                   { .tv_sec = 1000000000 } };
+	struct seen s;
+
+	for (int i = 0; i < 3; i++) {
+		tu_put(path_of(f, "new"), stage[i], "x", 1);
+		if (i < 2)
+			assert_int_equal(utimensat(AT_FDCWD, path_of(f,
+			        i ? "new/.fsafe-0123456789abcdef01234568.tmp"
+			          : "new/.fsafe-0123456789abcdef01234567.tmp"),
+			        old, AT_SYMLINK_NOFOLLOW), 0);
+	}
+	assert_int_equal(check(f, &s), 2);
+	assert_true(has(&s, "abandoned staging file"));
+	assert_int_equal(repair(f, &s), 2);
+	assert_false(has(&s, "foreign"));
+	assert_false(has(&s, "not repaired"));
+	assert_int_equal(check(f, &s), 0);
+	assert_int_equal(tu_count_staging(path_of(f, "new")), 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -499,6 +530,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(half_done_ack_is_finished,
 		                                setup, teardown),
 		cmocka_unit_test_setup_teardown(missing_and_foreign, setup,
+		                                teardown),
+		cmocka_unit_test_setup_teardown(abandoned_stages_swept, setup,
 		                                teardown),
 	};
 	return cmocka_run_group_tests_name("inbox_damage", tests, NULL, NULL);
