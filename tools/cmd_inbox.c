@@ -243,6 +243,15 @@ static int print_taken(const fsafe_inbox_msg *m, const struct inbox_args *a)
 	return cli_flush_stdout("inbox") ? CLI_OK : CLI_FAIL;
 }
 
+/* The inbox's own directories are never followed through a link: say
+   where to look when that is why something failed. */
+static const char *layout_hint(int r)
+{
+	return r == -ENOTDIR || r == -ELOOP
+	               ? " (a link or file in place of a directory of the "
+	                 "inbox; see check and repair)" : "";
+}
+
 /* Nobody received a message whose output failed: it goes back to new/,
    or a consumer that never saw it would hold it forever. */
 static void unclaim(fsafe_inbox_consumer *c, const fsafe_inbox_msg *m,
@@ -266,8 +275,8 @@ static int do_consumer(fsafe_inbox *ib, const struct inbox_args *a)
 	int r = fsafe_inbox_consumer_open(ib, a->consumer, &c), rc = CLI_FAIL;
 
 	if (r < 0) {
-		cli_warn("inbox %s: consumer %s: %s", a->dir, a->consumer,
-		         fsafe_strerror(r));
+		cli_warn("inbox %s: consumer %s: %s%s", a->dir, a->consumer,
+		         fsafe_strerror(r), layout_hint(r));
 		return CLI_FAIL;
 	}
 	if (!strcmp(a->verb, "take")) {
@@ -464,7 +473,8 @@ int cmd_inbox(int argc, char **argv)
 	o.flags = a.flags | (!strcmp(a.verb, "put") ? FSAFE_INBOX_CREATE : 0);
 	o.max_message = a.max;
 	if ((r = fsafe_inbox_open(AT_FDCWD, a.dir, &o, &ib)) < 0) {
-		cli_warn("inbox %s: %s", a.dir, fsafe_strerror(r));
+		cli_warn("inbox %s: %s%s", a.dir, fsafe_strerror(r),
+		         layout_hint(r));
 		return CLI_FAIL;
 	}
 	if (!strcmp(a.verb, "put"))

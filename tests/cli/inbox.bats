@@ -149,6 +149,7 @@ setup() {
 	[ -p ib/new/0000000000000000.000000000000.00000000.00000000.000000000000 ]
 	run timeout 10 "$FSAFE" inbox ib take
 	[ "$status" -eq 1 ]
+	[[ "$output" == *"see check and repair"* ]]
 	run --separate-stderr timeout 10 "$FSAFE" inbox ib ls
 	[[ "$stderr" == *"claimed/n-cli (not followed"* ]]
 	[[ "$output" != *" f"* ]]
