@@ -344,9 +344,11 @@ static bool valid_consumer_dir(const char *name)
 }
 
 /*
- * A claim that is one inode with the same name in new/ or done/: a
- * release, recovery or ack that stopped between its link and its unlink.
- * The other name is the one that counts; repair drops the claim's.
+ * A claim whose id is also in new/ or done/. One inode: a release,
+ * recovery or ack that stopped between its link and its unlink; the other
+ * name is the one that counts, and repair drops the claim's. Another inode:
+ * a copy put there from outside (the claim is the message; a second copy
+ * would deliver it twice), which repair quarantines.
  */
 static int check_half_move(struct walk *w, int cfd, const char *name,
                            const char *path)
@@ -356,17 +358,22 @@ static int check_half_move(struct walk *w, int cfd, const char *name,
 		"also in new/ (a release or recovery not finished)",
 		"also in done/ (an acknowledgement not finished)",
 	};
+	char copy[NAME_MAX + 16], why[2 * NAME_MAX + 64];
 	struct stat st, o;
 
-	if (fsafe__fstatat(cfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-	    st.st_nlink < 2)
+	if (fsafe__fstatat(cfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return 0;
 	for (int k = 0; k < 2; k++) {
 		int fd = w->fd[other[k]];
 		if (fd < 0 || fsafe__fstatat(fd, name, &o,
-		                             AT_SYMLINK_NOFOLLOW) < 0 ||
-		    o.st_ino != st.st_ino || o.st_dev != st.st_dev)
+		                             AT_SYMLINK_NOFOLLOW) < 0)
 			continue;
+		if (o.st_ino != st.st_ino || o.st_dev != st.st_dev) {
+			snprintf(copy, sizeof(copy), "%s/%s",
+			         sub_name[other[k]], name);
+			snprintf(why, sizeof(why), "a second copy of %s", path);
+			return set_aside(w, fd, name, copy, why, 0);
+		}
 		if (!w->repair)
 			return report(w, path, what[k], NULL, 0);
 		int r = fsafe__fsync(fd);

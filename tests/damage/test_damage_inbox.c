@@ -339,7 +339,9 @@ static void run_case(struct world *w, const struct dmg_case *c)
 	const char *base = strrchr(c->path, '/');
 	bool traceless = c->kind == DMG_DELETE && base &&
 	                 strcmp(base, "/owner") != 0;
-	if (changed && c->kind != DMG_FOREIGN && !traceless && !reported)
+	bool added = c->kind == DMG_STRAY || c->kind == DMG_DUPLICATE;
+	if ((changed || added) && c->kind != DMG_FOREIGN && !traceless &&
+	    !reported)
 		fail_case(w, name, "check did not report it (exit %d)", st);
 	free(pic);
 	free(pic2);
