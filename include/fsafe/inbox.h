@@ -18,8 +18,9 @@
  *                claim yet) or being retired (claims returned); recovery
  *                clears what a crash leaves of either
  *   done/        acknowledged messages, with FSAFE_INBOX_KEEP_DONE
- *   quarantine/  files found in new/ that are not whole messages, each
- *                with "<name>.reason" saying why
+ *   quarantine/  files found in new/ that are not whole messages, and
+ *                whatever fsafe_inbox_repair() set aside, each with
+ *                "<name>.reason" saying why
  *
  * An id is fixed-width (FSAFE_INBOX_ID_LEN) and ids sort in delivery
  * order: time (microseconds), the producer's sequence, then boot id, pid
