@@ -29,8 +29,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bytes.h"
-#include "crc32c.h"
 #include "owner.h"
 #include "sys.h"
 
@@ -38,12 +36,7 @@
 #define RENAME_NOREPLACE (1 << 0)
 #endif
 
-static const char magic[8] = { 'f', 's', 'a', 'f', 'e', 'I', 'B', '1' };
 static const char hexd[] = "0123456789abcdef";
-
-/* Field widths of an id: time, sequence, boot, pid, random. */
-static const int id_fields[] = { 16, 12, 8, 8, 12 };
-_Static_assert(16 + 12 + 8 + 8 + 12 + 4 == FSAFE_INBOX_ID_LEN, "id width");
 
 #define OWNER_NAME "owner"
 #define REASON_SUFFIX ".reason"
@@ -79,31 +72,7 @@ struct fsafe_inbox_msg {
 	uint64_t seq;
 };
 
-/* ---- format -------------------------------------------------------------- */
-
-void fsafe__inbox_header(uint8_t h[FSAFE__INBOX_HDR], uint64_t seq,
-                         const void *buf, size_t len)
-{
-	memcpy(h, magic, 8);
-	fsafe__put_le(h + 8, seq, 8);
-	fsafe__put_le(h + 16, len, 8);
-	fsafe__put_le(h + 24, fsafe__crc32c(0, buf, len), 4);
-	fsafe__put_le(h + 28, fsafe__crc32c(0, h, 28), 4);
-}
-
-bool fsafe__inbox_valid_id(const char *name)
-{
-	const char *p = name;
-
-	for (size_t f = 0; f < sizeof(id_fields) / sizeof(id_fields[0]); f++) {
-		if (f > 0 && *p++ != '.')
-			return false;
-		for (int i = 0; i < id_fields[f]; i++, p++)
-			if (!*p || !strchr(hexd, *p))
-				return false;
-	}
-	return *p == '\0';
-}
+/* ---- ids ---------------------------------------------------------------- */
 
 static char *hex_field(char *p, uint64_t v, int width)
 {
@@ -260,7 +229,7 @@ static int open_subdirs(fsafe_inbox *ib, bool create)
 		if (create && (r = ensure_dir(ib->dirfd, sub[i])) < 0)
 			return r;
 		made |= create && r == 1;
-		if ((*fds[i] = fsafe__open_dir(ib->dirfd, sub[i])) < 0)
+		if ((*fds[i] = fsafe__open_subdir(ib->dirfd, sub[i])) < 0)
 			return *fds[i];
 	}
 	return made ? fsafe__fsync(ib->dirfd) : 0;
@@ -391,7 +360,7 @@ static int open_process_dir(fsafe_inbox_consumer *c)
 	snprintf(tmp, sizeof(tmp), "b-%s", me.token);
 	snprintf(c->dir, sizeof(c->dir), "p-%s", me.token);
 	if ((r = fsafe__mkdirat(c->ib->claimedfd, tmp, 0777)) < 0 ||
-	    (c->fd = fsafe__open_dir(c->ib->claimedfd, tmp)) < 0)
+	    (c->fd = fsafe__open_subdir(c->ib->claimedfd, tmp)) < 0)
 		return r < 0 ? r : c->fd;
 	if ((n = fsafe__owner_format(&me, rec, sizeof(rec))) < 0)
 		return n;
@@ -412,7 +381,7 @@ static int open_named_dir(fsafe_inbox_consumer *c, const char *name)
 		return r;
 	if (r == 1 && (r = fsafe__fsync(c->ib->claimedfd)) < 0)
 		return r;
-	c->fd = fsafe__open_dir(c->ib->claimedfd, c->dir);
+	c->fd = fsafe__open_subdir(c->ib->claimedfd, c->dir);
 	return c->fd < 0 ? c->fd : 0;
 }
 
@@ -644,43 +613,60 @@ static int relist(fsafe_inbox_consumer *c)
 
 /* ---- take ---------------------------------------------------------------- */
 
-/* Move a claimed non-message aside, with a reason beside it. */
-static int quarantine(fsafe_inbox_consumer *c, const char *name,
-                      const char *why)
+/* Move a non-message aside, with a reason beside it. */
+int fsafe__inbox_quarantine(int quarfd, int srcfd, const char *name,
+                            const char *why, char *dest_out)
 {
 	struct fsafe_write_opts wo = FSAFE_WRITE_OPTS_INIT;
 	char dest[NAME_MAX + 1], reason[NAME_MAX + 32];
-	int r = fsafe__linkat(c->fd, name, c->ib->quarfd, name, 0);
+	struct stat st;
+	int r = fsafe__fstatat(srcfd, name, &st, AT_SYMLINK_NOFOLLOW);
 
-	if (r == -EPERM) /* a directory: no hard links */
-		r = fsafe__renameat2(c->fd, name, c->ib->quarfd, name,
-		                     RENAME_NOREPLACE);
-
+	if (r < 0)
+		return r;
+	/* A directory has no hard links: it is renamed. */
+	bool renamed = S_ISDIR(st.st_mode);
+	r = renamed ? fsafe__renameat2(srcfd, name, quarfd, name,
+	                               RENAME_NOREPLACE)
+	            : fsafe__linkat(srcfd, name, quarfd, name, 0);
 	snprintf(dest, sizeof(dest), "%s", name);
 	for (int i = 0; r == -EEXIST && i < 8; i++) {
-		/* A foreign name seen before: keep both. */
+		/* A name seen before: keep both. */
 		uint32_t rnd = 0;
 		if ((r = fsafe__random(&rnd, sizeof(rnd))) < 0)
 			return r;
 		snprintf(dest, sizeof(dest), "%.200s.%08x", name, rnd);
-		r = fsafe__linkat(c->fd, name, c->ib->quarfd, dest, 0);
+		r = renamed ? fsafe__renameat2(srcfd, name, quarfd, dest,
+		                               RENAME_NOREPLACE)
+		            : fsafe__linkat(srcfd, name, quarfd, dest, 0);
 	}
 	if (r < 0)
 		return r;
-	c->quarantined++;
+	if (dest_out)
+		memcpy(dest_out, dest, strlen(dest) + 1);
 	snprintf(reason, sizeof(reason), "%s" REASON_SUFFIX, dest);
 	wo.flags = FSAFE_CREATE_ONLY | FSAFE_NO_FOLLOW;
 	/* The reason's commit syncs quarantine/, which then holds both
-	   names durably, before the claim's name goes. */
-	r = fsafe_write_fileat(c->ib->quarfd, reason, why, strlen(why), &wo);
+	   names durably, before the old name goes. */
+	r = fsafe_write_fileat(quarfd, reason, why, strlen(why), &wo);
 	if (r == -EEXIST || r == -ENAMETOOLONG)
-		r = fsafe__fsync(c->ib->quarfd);
-	if (r < 0)
+		r = fsafe__fsync(quarfd);
+	if (r < 0 && r != FSAFE_ENOTDURABLE)
 		return r;
-	r = fsafe__unlinkat(c->fd, name, 0);
+	r = renamed ? 0 : fsafe__unlinkat(srcfd, name, 0);
 	if (r == -ENOENT)
-		return 0; /* renamed (a directory) */
-	return r < 0 ? r : fsafe__fsync(c->fd);
+		r = 0;
+	return r < 0 ? r : fsafe__fsync(srcfd);
+}
+
+static int quarantine(fsafe_inbox_consumer *c, const char *name,
+                      const char *why)
+{
+	int r = fsafe__inbox_quarantine(c->ib->quarfd, c->fd, name, why,
+	                                NULL);
+
+	c->quarantined += r == 0;
+	return r;
 }
 
 /* Read exactly len bytes at off; -EBADMSG when the file is shorter. */
@@ -703,61 +689,81 @@ static int read_exact(int fd, void *buf, size_t len, off_t off)
 	return 0;
 }
 
-/* Check the header; sets *why when the file is not a whole message. */
-static int check_header(const fsafe_inbox_consumer *c, const uint8_t *h,
-                        const struct stat *st, fsafe_inbox_msg *m,
-                        const char **why)
+const char *fsafe__inbox_type_name(unsigned mode)
 {
-	uint64_t len = fsafe__get_le(h + 16, 8);
+	switch (mode & S_IFMT) {
+	case S_IFLNK: return "symbolic link";
+	case S_IFDIR: return "directory";
+	case S_IFIFO: return "FIFO";
+	case S_IFSOCK: return "socket";
+	case S_IFCHR: return "character device";
+	case S_IFBLK: return "block device";
+	default: return "regular file";
+	}
+}
 
-	if (memcmp(h, magic, 8) != 0)
-		*why = "not an inbox message (bad magic)\n";
-	else if (fsafe__get_le(h + 28, 4) != fsafe__crc32c(0, h, 28))
-		*why = "corrupt header (checksum)\n";
-	else if (len > c->ib->max)
-		*why = "payload over the configured size limit\n";
-	else if ((uint64_t)st->st_size != FSAFE__INBOX_HDR + len)
-		*why = "length does not match the header (truncated or "
-		       "extended)\n";
-	else if (fsafe__get_le(h + 8, 8) % (1ull << 48) !=
-	         strtoull(m->id + 17, NULL, 16))
-		*why = "sequence does not match the id\n";
-	m->len = (size_t)len;
-	m->seq = fsafe__get_le(h + 8, 8);
+/* The verdict on an open regular file (see fsafe__inbox_verify). */
+static int verify_fd(int fd, const struct stat *st, const char *name,
+                     uint64_t max, const char **why, uint8_t **data,
+                     struct fsafe__inbox_hdr *h)
+{
+	uint8_t hdr[FSAFE__INBOX_HDR];
+	int r;
+
+	if ((uint64_t)st->st_size >= FSAFE__INBOX_HDR &&
+	    (r = read_exact(fd, hdr, sizeof(hdr), 0)) < 0)
+		return r == -EBADMSG ? (*why = "truncated header", 0) : r;
+	if ((*why = fsafe__inbox_check_header(hdr, (uint64_t)st->st_size,
+	                                      max, name, h)))
+		return 0;
+	if (!(*data = malloc(h->len ? (size_t)h->len : 1)))
+		return -ENOMEM;
+	if ((r = read_exact(fd, *data, (size_t)h->len, FSAFE__INBOX_HDR)) < 0)
+		return r == -EBADMSG ? (*why = "truncated payload", 0) : r;
+	*why = fsafe__inbox_check_payload(h, *data);
 	return 0;
 }
 
-/* Load and verify a claimed file. 0 with *why NULL: a whole message. */
-static int load(fsafe_inbox_consumer *c, int fd, fsafe_inbox_msg *m,
-                const char **why)
+int fsafe__inbox_verify(int dirfd, const char *name, uint64_t max,
+                        const char **why, uint8_t **data, size_t *len,
+                        uint64_t *seq)
 {
-	uint8_t h[FSAFE__INBOX_HDR];
+	struct fsafe__inbox_hdr h = { 0 };
+	uint8_t *buf = NULL;
 	struct stat st;
-	int r;
+	int r = 0, fd;
 
 	*why = NULL;
-	if ((r = fsafe__fstat(fd, &st)) < 0)
-		return r;
-	if (!S_ISREG(st.st_mode)) {
-		*why = "not a regular file\n";
+	if (!fsafe__inbox_valid_id(name)) {
+		*why = "foreign name (not an inbox message id)";
 		return 0;
 	}
-	if ((uint64_t)st.st_size < FSAFE__INBOX_HDR) {
-		*why = "shorter than a message header\n";
+	/* Never follow a link, never block on a FIFO: the type is judged
+	   on what the name itself is. */
+	fd = fsafe__open_regular(dirfd, name, O_RDONLY, &st);
+	if (fd == -ELOOP || fd == -EISDIR || fd == -EBADFD || fd == -ENXIO ||
+	    fd == -ENOTDIR) {
+		if (fsafe__fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			st.st_mode = S_IFLNK;
+		*why = S_ISLNK(st.st_mode) ? "a symbolic link" :
+		       S_ISDIR(st.st_mode) ? "not a regular file (directory)" :
+		       S_ISFIFO(st.st_mode) ? "not a regular file (FIFO)" :
+		       S_ISSOCK(st.st_mode) ? "not a regular file (socket)" :
+		                              "not a regular file (device)";
 		return 0;
 	}
-	if ((r = read_exact(fd, h, sizeof(h), 0)) < 0)
-		return r;
-	check_header(c, h, &st, m, why);
-	if (*why)
+	if (fd < 0)
+		return fd;
+	r = verify_fd(fd, &st, name, max, why, &buf, &h);
+	fsafe__close(fd);
+	if (r == 0 && !*why && data) {
+		*data = buf;
+		*len = (size_t)h.len;
+		*seq = h.seq;
 		return 0;
-	if (!(m->data = malloc(m->len ? m->len : 1)))
-		return -ENOMEM;
-	if ((r = read_exact(fd, m->data, m->len, FSAFE__INBOX_HDR)) < 0)
-		return r == -EBADMSG ? (*why = "truncated payload\n", 0) : r;
-	if (fsafe__get_le(h + 24, 4) != fsafe__crc32c(0, m->data, m->len))
-		*why = "corrupt payload (checksum)\n";
-	return 0;
+	}
+	free(buf);
+	return r;
 }
 
 /* Having won `name`: a message in *out, or quarantine it (1: try the
@@ -766,23 +772,16 @@ static int examine(fsafe_inbox_consumer *c, const char *name,
                    fsafe_inbox_msg **out)
 {
 	fsafe_inbox_msg *m = calloc(1, sizeof(*m));
-	const char *why = NULL;
-	int fd = -1, r;
+	char why[128];
+	const char *w = NULL;
+	int r;
 
 	if (!m)
-		r = -ENOMEM;
-	else if (!fsafe__inbox_valid_id(name))
-		r = 0, why = "foreign name (not an inbox message id)\n";
-	else if ((fd = fsafe__openat(c->fd, name,
-	                             O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0)) < 0)
-		r = fd == -ELOOP ? (why = "a symbolic link\n", 0) : fd;
-	else {
+		return -ENOMEM;
+	r = fsafe__inbox_verify(c->fd, name, c->ib->max, &w, &m->data,
+	                        &m->len, &m->seq);
+	if (r == 0 && !w) {
 		memcpy(m->id, name, FSAFE_INBOX_ID_LEN + 1);
-		r = load(c, fd, m, &why);
-	}
-	if (fd >= 0)
-		fsafe__close(fd);
-	if (r == 0 && !why) {
 		snprintf(m->path, sizeof(m->path), "claimed/%s/%s", c->dir,
 		         name);
 		*out = m;
@@ -794,6 +793,7 @@ static int examine(fsafe_inbox_consumer *c, const char *name,
 		put_back(c->ib, c->fd, name);
 		return r;
 	}
+	snprintf(why, sizeof(why), "%s\n", w);
 	return (r = quarantine(c, name, why)) < 0 ? r : 1;
 }
 
@@ -986,11 +986,14 @@ static int recover_one(fsafe_inbox *ib, const char *dir,
 {
 	char buf[FSAFE__OWNER_MAX + 1];
 	struct fsafe_lock_owner o;
-	int cfd = fsafe__open_dir(ib->claimedfd, dir);
+	int cfd = fsafe__open_subdir(ib->claimedfd, dir);
 	int r, fd;
 
+	/* Not a directory, or a link: damage for check and repair to
+	   report; never followed. */
 	if (cfd < 0)
-		return cfd == -ENOENT || cfd == -ENOTDIR ? 0 : cfd;
+		return cfd == -ENOENT || cfd == -ENOTDIR || cfd == -ELOOP
+		               ? 0 : cfd;
 	if (dir[0] == 'x') {
 		/* Retired by someone who died before finishing. */
 		r = return_all(ib, cfd, true);
@@ -998,7 +1001,7 @@ static int recover_one(fsafe_inbox *ib, const char *dir,
 		fsafe__close(cfd);
 		return r;
 	}
-	fd = fsafe__openat(cfd, OWNER_NAME, O_RDONLY | O_NOFOLLOW, 0);
+	fd = fsafe__open_regular(cfd, OWNER_NAME, O_RDONLY, NULL);
 	if (fd == -ENOENT && dir[0] == 'b') {
 		/* A consumer being born, or one that died before its record
 		   was whole. It holds no claim, so age may judge it. */
@@ -1026,6 +1029,20 @@ static int recover_one(fsafe_inbox *ib, const char *dir,
 	}
 	fsafe__close(cfd);
 	return r < 0 ? r : 0;
+}
+
+int fsafe__inbox_return_claims(fsafe_inbox *ib, const char *dir)
+{
+	int cfd = fsafe__open_subdir(ib->claimedfd, dir);
+	int r, n;
+
+	if (cfd < 0)
+		return cfd;
+	n = r = return_all(ib, cfd, true);
+	if (r >= 0)
+		r = retire(ib, cfd, dir);
+	fsafe__close(cfd);
+	return r < 0 ? r : n;
 }
 
 struct recovery {

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +31,7 @@ static const char usage[] =
 	"       fsafe inbox DIR take [--wait] [--timeout D] [--content]\n"
 	"       fsafe inbox DIR ack ID | release ID\n"
 	"       fsafe inbox DIR recover [--older-than D] [--consumer NAME]\n"
-	"       fsafe inbox DIR ls\n";
+	"       fsafe inbox DIR ls | check | repair\n";
 
 static const char help[] =
 	"A durable inbox: put delivers FILE (or standard input) and prints\n"
@@ -39,7 +40,10 @@ static const char help[] =
 	"standard error); ack removes a claimed message, release returns it;\n"
 	"recover returns the claims of dead consumer processes and sweeps\n"
 	"abandoned staging files; ls lists new, claimed and quarantined\n"
-	"entries.\n"
+	"entries and ends with the number of quarantined files; check\n"
+	"reports damage, one \"PATH: WHAT\" a line (exit 1 when found);\n"
+	"repair quarantines damaged entries one by one, returns claims of\n"
+	"dead consumers and prints \"PATH: WHAT: ACTION\" for each.\n"
 	"\n"
 	"  -c, --consumer NAME    the named consumer that owns take's claims\n"
 	"                         (default \"cli\"); recover returns them only\n"
@@ -55,7 +59,8 @@ static const char help[] =
 	"  -h, --help             this text\n"
 	"\n"
 	"Durations: a whole number with a unit: ms, s, m, h or d.\n"
-	"Exit status: 0 done, 1 failed, 2 usage error, 3 nothing to take.\n";
+	"Exit status: 0 done, 1 failed (check: damage found; repair: the\n"
+	"inbox is still not whole), 2 usage error, 3 nothing to take.\n";
 
 struct inbox_args {
 	const char *dir, *verb, *arg, *consumer;
@@ -224,8 +229,10 @@ static int take_waiting(fsafe_inbox_consumer *c, const struct inbox_args *a,
 static int print_taken(const fsafe_inbox_msg *m, const struct inbox_args *a)
 {
 	if (a->content) {
-		fwrite(fsafe_inbox_msg_data(m), 1, fsafe_inbox_msg_len(m),
-		       stdout);
+		if (fwrite(fsafe_inbox_msg_data(m), 1, fsafe_inbox_msg_len(m),
+		           stdout) != fsafe_inbox_msg_len(m) ||
+		    !cli_flush_stdout("inbox"))
+			return CLI_FAIL;
 		fprintf(stderr, "%s\n", fsafe_inbox_msg_id(m));
 	} else {
 		size_t n = strlen(a->dir);
@@ -236,6 +243,31 @@ static int print_taken(const fsafe_inbox_msg *m, const struct inbox_args *a)
 	return cli_flush_stdout("inbox") ? CLI_OK : CLI_FAIL;
 }
 
+/* The inbox's own directories are never followed through a link: say
+   where to look when that is why something failed. */
+static const char *layout_hint(int r)
+{
+	return r == -ENOTDIR || r == -ELOOP
+	               ? " (a link or file in place of a directory of the "
+	                 "inbox; see check and repair)" : "";
+}
+
+/* Nobody received a message whose output failed: it goes back to new/,
+   or a consumer that never saw it would hold it forever. */
+static void unclaim(fsafe_inbox_consumer *c, const fsafe_inbox_msg *m,
+                    const struct inbox_args *a)
+{
+	int r = fsafe_inbox_release(c, fsafe_inbox_msg_id(m));
+
+	if (r < 0)
+		cli_warn("inbox %s take: output failed and the claim of %s "
+		         "could not be returned: %s", a->dir,
+		         fsafe_inbox_msg_id(m), fsafe_strerror(r));
+	else
+		cli_warn("inbox %s take: output failed: %s returned to new/",
+		         a->dir, fsafe_inbox_msg_id(m));
+}
+
 static int do_consumer(fsafe_inbox *ib, const struct inbox_args *a)
 {
 	fsafe_inbox_consumer *c;
@@ -243,14 +275,14 @@ static int do_consumer(fsafe_inbox *ib, const struct inbox_args *a)
 	int r = fsafe_inbox_consumer_open(ib, a->consumer, &c), rc = CLI_FAIL;
 
 	if (r < 0) {
-		cli_warn("inbox %s: consumer %s: %s", a->dir, a->consumer,
-		         fsafe_strerror(r));
+		cli_warn("inbox %s: consumer %s: %s%s", a->dir, a->consumer,
+		         fsafe_strerror(r), layout_hint(r));
 		return CLI_FAIL;
 	}
 	if (!strcmp(a->verb, "take")) {
 		r = take_waiting(c, a, &m);
-		if (r == 0)
-			rc = print_taken(m, a);
+		if (r == 0 && (rc = print_taken(m, a)) != CLI_OK)
+			unclaim(c, m, a);
 		else if (r == -EAGAIN || r == -ETIMEDOUT)
 			rc = CLI_EMPTY;
 		if (fsafe_inbox_quarantined(c))
@@ -295,17 +327,25 @@ static int do_recover(fsafe_inbox *ib, const struct inbox_args *a)
 	return cli_flush_stdout("inbox") ? CLI_OK : CLI_FAIL;
 }
 
-/* Print "<kind> [<consumer> ]<name>" for each entry of dir/sub. */
-static bool list(const char *dir, const char *sub, const char *kind,
-                 const char *consumer)
+/* Print "<kind> [<consumer> ]<name>" for each entry of the directory
+   `sub` of fd; never through a symbolic link (a link in the inbox's layout
+   is damage: reported, not followed). Counts the entries in *n. */
+static bool list(const char *dir, int fd, const char *sub, const char *kind,
+                 const char *consumer, unsigned *n)
 {
-	char path[4096];
 	struct dirent *e;
+	int sfd = openat(fd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+	                          O_CLOEXEC);
+	DIR *d = sfd < 0 ? NULL : fdopendir(sfd);
 
-	snprintf(path, sizeof(path), "%s/%s", dir, sub);
-	DIR *d = opendir(path);
 	if (!d) {
-		cli_warn("inbox %s ls: %s: %s", dir, sub, strerror(errno));
+		cli_warn("inbox %s ls: %s%s%s: %s", dir,
+		         consumer ? "claimed/" : "", sub,
+		         errno == ELOOP || errno == ENOTDIR
+		                 ? " (not followed; see check)" : "",
+		         strerror(errno));
+		if (sfd >= 0)
+			close(sfd);
 		return false;
 	}
 	while ((e = readdir(d))) {
@@ -315,16 +355,17 @@ static bool list(const char *dir, const char *sub, const char *kind,
 		if (consumer && !strcmp(e->d_name, "owner"))
 			continue;
 		if (!consumer && !strcmp(kind, "claimed")) {
-			char inner[4096];
-			snprintf(inner, sizeof(inner), "claimed/%s", e->d_name);
 			/* n-NAME or p-TOKEN: show the consumer's name. */
-			list(dir, inner, kind, e->d_name);
+			list(dir, sfd, e->d_name, kind, e->d_name, n);
 			continue;
 		}
 		if (consumer)
 			printf("%s %s %s\n", kind, consumer, e->d_name);
 		else
 			printf("%s %s\n", kind, e->d_name);
+		size_t k = strlen(e->d_name);
+		/* A quarantined file's reason is not one more file. */
+		*n += k < 7 || strcmp(e->d_name + k - 7, ".reason") != 0;
 	}
 	closedir(d);
 	return true;
@@ -332,12 +373,55 @@ static bool list(const char *dir, const char *sub, const char *kind,
 
 static int do_ls(const struct inbox_args *a)
 {
-	bool ok = list(a->dir, "new", "new", NULL);
+	unsigned n = 0, quarantined = 0;
+	int fd = open(a->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
-	ok = list(a->dir, "claimed", "claimed", NULL) && ok;
-	ok = list(a->dir, "quarantine", "quarantine", NULL) && ok;
-
+	if (fd < 0) {
+		cli_warn("inbox %s ls: %s", a->dir, strerror(errno));
+		return CLI_FAIL;
+	}
+	bool ok = list(a->dir, fd, "new", "new", NULL, &n);
+	ok = list(a->dir, fd, "claimed", "claimed", NULL, &n) && ok;
+	ok = list(a->dir, fd, "quarantine", "quarantine", NULL, &quarantined) &&
+	     ok;
+	close(fd);
+	printf("quarantined %u\n", quarantined);
 	return ok && cli_flush_stdout("inbox") ? CLI_OK : CLI_FAIL;
+}
+
+/* ---- check, repair ---------------------------------------------------------- */
+
+static int print_damage(const struct fsafe_damage *d, void *arg)
+{
+	(void)arg;
+	if (d->action)
+		printf("%s: %s: %s\n", d->path, d->what, d->action);
+	else
+		printf("%s: %s\n", d->path, d->what);
+	return 0;
+}
+
+static int do_check(const struct inbox_args *a)
+{
+	bool repair = !strcmp(a->verb, "repair");
+	int r = repair ? fsafe_inbox_repair(AT_FDCWD, a->dir, print_damage,
+	                                    NULL)
+	               : fsafe_inbox_check(AT_FDCWD, a->dir, print_damage,
+	                                   NULL);
+
+	if (r < 0) {
+		cli_warn("inbox %s %s: %s", a->dir, a->verb, fsafe_strerror(r));
+		return 2;
+	}
+	if (!cli_flush_stdout("inbox"))
+		return 2;
+	/* repair: usable now when a fresh check finds nothing. */
+	if (repair && r > 0)
+		r = fsafe_inbox_check(AT_FDCWD, a->dir, NULL, NULL);
+	if (repair && r != 0)
+		cli_warn("inbox %s repair: %d problems remain (see check)",
+		         a->dir, r);
+	return r == 0 ? CLI_OK : CLI_FAIL;
 }
 
 /* ---- dispatch --------------------------------------------------------------- */
@@ -345,14 +429,15 @@ static int do_ls(const struct inbox_args *a)
 static int check_verb(const struct inbox_args *a)
 {
 	static const char *const with_arg[] = { "ack", "release" };
-	static const char *const verbs[] = { "put", "take", "recover", "ls" };
+	static const char *const verbs[] = { "put", "take", "recover", "ls",
+		                             "check", "repair" };
 
 	for (size_t i = 0; i < 2; i++)
 		if (!strcmp(a->verb, with_arg[i]))
 			return a->arg ? CLI_OK
 			              : cli_usage_error("inbox", "ID is missing",
 			                                usage);
-	for (size_t i = 0; i < 4; i++)
+	for (size_t i = 0; i < 6; i++)
 		if (!strcmp(a->verb, verbs[i]))
 			return a->arg && i != 0
 			               ? cli_usage_error("inbox",
@@ -380,10 +465,16 @@ int cmd_inbox(int argc, char **argv)
 		return r;
 	if (!strcmp(a.verb, "ls"))
 		return do_ls(&a);
+	if (!strcmp(a.verb, "check") || !strcmp(a.verb, "repair"))
+		return do_check(&a);
+	/* A closed pipe must fail a write (and so return the claim), not
+	   kill the process holding it. */
+	signal(SIGPIPE, SIG_IGN);
 	o.flags = a.flags | (!strcmp(a.verb, "put") ? FSAFE_INBOX_CREATE : 0);
 	o.max_message = a.max;
 	if ((r = fsafe_inbox_open(AT_FDCWD, a.dir, &o, &ib)) < 0) {
-		cli_warn("inbox %s: %s", a.dir, fsafe_strerror(r));
+		cli_warn("inbox %s: %s%s", a.dir, fsafe_strerror(r),
+		         layout_hint(r));
 		return CLI_FAIL;
 	}
 	if (!strcmp(a.verb, "put"))

@@ -18,8 +18,9 @@
  *                claim yet) or being retired (claims returned); recovery
  *                clears what a crash leaves of either
  *   done/        acknowledged messages, with FSAFE_INBOX_KEEP_DONE
- *   quarantine/  files found in new/ that are not whole messages, each
- *                with "<name>.reason" saying why
+ *   quarantine/  files found in new/ that are not whole messages, and
+ *                whatever fsafe_inbox_repair() set aside, each with
+ *                "<name>.reason" saying why
  *
  * An id is fixed-width (FSAFE_INBOX_ID_LEN) and ids sort in delivery
  * order: time (microseconds), the producer's sequence, then boot id, pid
@@ -186,6 +187,39 @@ struct fsafe_inbox_recovery {
  */
 FSAFE_API int fsafe_inbox_recover(fsafe_inbox *ib, uint64_t stage_age_ms,
                                   struct fsafe_inbox_recovery *out);
+
+/*
+ * Damage (the shape of every store's check and repair: fsafe.h, "Damage").
+ * The rules: damaged bytes are never deleted (they go to quarantine/ with a
+ * reason); one damaged message costs that message, never a queue; every
+ * loss is reported (check, fsafe_inbox_quarantined(), the CLI's warnings);
+ * no hang (files opened O_NONBLOCK|O_NOFOLLOW, type checked first); every
+ * directory under the inbox is opened without following links, so open,
+ * take, ack, recover and check never work through one; check changes
+ * nothing. Limits: a deleted message file leaves no trace (no index); a
+ * copy under another id with a matching sequence field is delivered twice.
+ *
+ * check reads the inbox `path` under dirfd and reports, one call of `fn`
+ * each: a missing or non-directory new/, claimed/, done/ or quarantine/
+ * (a symlink included: nothing is ever followed out of the inbox); foreign
+ * entries; a file in new/, a claim directory or done/ that is not a whole
+ * message (foreign name, corrupt or truncated header or payload, a FIFO,
+ * socket, device, directory or symbolic link in its place); a process
+ * consumer whose owner is dead or whose owner record is missing or
+ * damaged; an unfinished retirement; a claim also present in new/ or done/
+ * (a move that stopped half way); staging files older than an hour.
+ * repair moves each damaged entry on its own into quarantine/ with a
+ * "<name>.reason" (never deleted, never a whole queue), recreates missing
+ * directories, returns the claims of dead consumers and of those whose
+ * record is damaged to new/ (they are delivered again), drops the claim
+ * name of a half-done move, and sweeps abandoned stages. `lost` counts a
+ * delivered, unacknowledged message whose file was damaged. Messages are
+ * judged against FSAFE_INBOX_MAX_DEFAULT.
+ */
+FSAFE_API int fsafe_inbox_check(int dirfd, const char *path,
+                                fsafe_damage_fn fn, void *arg);
+FSAFE_API int fsafe_inbox_repair(int dirfd, const char *path,
+                                 fsafe_damage_fn fn, void *arg);
 
 #ifdef __cplusplus
 }

@@ -122,3 +122,50 @@ setup() {
 	run "$FSAFE" inbox --help
 	[ "$status" -eq 0 ]
 }
+
+@test "take whose output fails returns the claim (a full disk, a closed pipe)" {
+	echo once | "$FSAFE" inbox ib put >/dev/null
+	run --separate-stderr bash -c "'$FSAFE' inbox ib take --content > /dev/full"
+	[ "$status" -eq 1 ]
+	[[ "$stderr" == *"returned to new/"* ]]
+	[ -z "$(ls -A ib/claimed/n-cli)" ]
+	run bash -c "'$FSAFE' inbox ib take --content | true; echo \${PIPESTATUS[0]}"
+	[ "$output" != "0" ]
+	[ -z "$(ls -A ib/claimed/n-cli)" ]
+	run --separate-stderr "$FSAFE" inbox ib take --content
+	[ "$status" -eq 0 ]
+	[ "$output" = "once" ]
+}
+
+@test "check reads, repair quarantines; ls counts quarantined files and never follows a link" {
+	echo a | "$FSAFE" inbox ib put >/dev/null
+	mkdir -p elsewhere && echo outside > elsewhere/f
+	mkdir -p ib/claimed && ln -s ../../elsewhere ib/claimed/n-cli
+	mkfifo ib/new/0000000000000000.000000000000.00000000.00000000.000000000000
+	run timeout 10 "$FSAFE" inbox ib check
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"claimed/n-cli: not a directory (symbolic link)"* ]]
+	[[ "$output" == *"new/0000000000000000."*": not a regular file (FIFO)"* ]]
+	[ -p ib/new/0000000000000000.000000000000.00000000.00000000.000000000000 ]
+	run timeout 10 "$FSAFE" inbox ib take
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"see check and repair"* ]]
+	run --separate-stderr timeout 10 "$FSAFE" inbox ib ls
+	[[ "$stderr" == *"claimed/n-cli (not followed"* ]]
+	[[ "$output" != *" f"* ]]
+	[[ "$output" == *"quarantined 0" ]]
+	run timeout 10 "$FSAFE" inbox ib repair
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"claimed/n-cli: not a directory (symbolic link): quarantined as quarantine/n-cli"* ]]
+	run timeout 10 "$FSAFE" inbox ib check
+	[ "$status" -eq 0 ]
+	[ -z "$output" ]
+	run timeout 10 "$FSAFE" inbox ib ls
+	[[ "$output" == *"quarantined 2" ]]
+	[ "$(cat elsewhere/f)" = outside ]
+	run --separate-stderr "$FSAFE" inbox ib take --content
+	[ "$status" -eq 0 ]
+	[ "$output" = "a" ]
+	run "$FSAFE" inbox missing check
+	[ "$status" -eq 2 ]
+}
