@@ -162,7 +162,7 @@ static const char link_fresh[] = ".fsafe-0000000000000000000000f6.tmp";
  */
 static char *plant_links(struct fx *f)
 {
-	char *outside = strdup(tu_mkscratch());
+	char *outside = tu_mkscratch();
 	char path[PATH_MAX];
 
 	tu_put(f->dir, "old-file", "stale", 5);
