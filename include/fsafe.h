@@ -251,8 +251,10 @@ FSAFE_API int fsafe_write_file(const char *path, const void *buf, size_t len,
  * takes FSAFE_NO_SYNC, FSAFE_CREATE_ONLY, FSAFE_MKDIR; opts->mode and
  * opts->if_unchanged are ignored. Results as for fsafe_write_fileat().
  * A crash between staging and publishing leaves a symbolic link with a
- * staging name, which fsafe_sweep() does not remove (it removes regular
- * files only).
+ * staging name, which fsafe_sweep() removes once it is old enough. A
+ * sweep with an age of 0 can take the stage of a replace in progress (a
+ * link holds no lock): the replace then stages again under a fresh name,
+ * a few times at most before it fails with -ENOENT at step "rename".
  */
 FSAFE_API int fsafe_symlinkat(const char *target, int dirfd,
                               const char *linkpath,
@@ -317,7 +319,11 @@ enum {
  * Remove abandoned staging files directly in directory `path` (relative to
  * `dirfd`): regular files whose name satisfies fsafe_is_staging_name(),
  * whose mtime is more than `older_than_ms` in the past, and which no live
- * writer holds. Never follows a symlink, never enters a subdirectory,
+ * writer holds; and symbolic links with such a name whose own mtime (the
+ * link's, never its target's) is that old, as a crashed fsafe_symlinkat()
+ * leaves them: the link is removed, what it points to is never touched.
+ * Directories, FIFOs, sockets and devices stay, whatever their name.
+ * Never follows nor opens a symlink, never enters a subdirectory,
  * tolerates entries vanishing meanwhile. Time is linear in the directory's
  * size.
  *

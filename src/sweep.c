@@ -1,11 +1,16 @@
 /*
- * Sweep of abandoned staging files.
+ * Sweep of abandoned staging files and staging-named symbolic links.
  *
  * A candidate must pass, in this order: the public name predicate (cheap,
  * on the directory entry), a no-follow open as a regular file, an OFD lock
  * (a live writer holds one, so failing to get it means "in use"), and the
  * age test on the locked file's mtime. Only then is the name removed, and
  * only if it still names the inode we checked.
+ *
+ * A staging-named symbolic link is the stage of a crashed fsafe_symlinkat.
+ * It is judged by its own lstat, never followed nor opened; it can carry
+ * no lock, so its writer's protection is the age test and, for a sweep of
+ * age 0, that fsafe_symlinkat starts again when its stage is taken.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -98,6 +103,20 @@ static int64_t mtime_ms(const struct stat *st)
 	return (int64_t)st->st_mtim.tv_sec * 1000 + st->st_mtim.tv_nsec / 1000000;
 }
 
+/* 1 if `name` still leads to the inode judged in `st`; the last check
+   before an unlink, so the name of something else is never removed. */
+static int still_names(int dirfd, const char *name, const struct stat *st)
+{
+	struct stat again;
+	int r = fsafe__fstatat(dirfd, name, &again, AT_SYMLINK_NOFOLLOW);
+
+	if (r == -ENOENT)
+		return 0;
+	if (r < 0)
+		return r;
+	return again.st_dev == st->st_dev && again.st_ino == st->st_ino;
+}
+
 /*
  * 1 if `name` (open as `fd`) is an abandoned stage old enough to go. Age
  * first, lock second: a writer's fresh stage is young, so the sweep does
@@ -105,7 +124,7 @@ static int64_t mtime_ms(const struct stat *st)
  */
 static int abandoned(int dirfd, const char *name, int fd, int64_t cutoff)
 {
-	struct stat st, again;
+	struct stat st;
 	int r = fsafe__fstat(fd, &st);
 
 	if (r < 0)
@@ -119,30 +138,58 @@ static int abandoned(int dirfd, const char *name, int fd, int64_t cutoff)
 		return 0; /* no locks here, so no way to tell: keep it */
 	if (r < 0)
 		return r;
-	/* Still the same inode under that name? */
-	r = fsafe__fstatat(dirfd, name, &again, AT_SYMLINK_NOFOLLOW);
-	if (r == -ENOENT)
-		return 0;
+	return still_names(dirfd, name, &st);
+}
+
+/*
+ * 1 if the symbolic link `name` is an abandoned link stage old enough to
+ * go: its own age, from its lstat, never from what it points to. The
+ * re-check is the same as a file's, just before the unlink.
+ */
+static int link_abandoned(int dirfd, const char *name, int64_t cutoff)
+{
+	struct stat st;
+	int r = fsafe__fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW);
+
 	if (r < 0)
 		return r;
-	return again.st_dev == st.st_dev && again.st_ino == st.st_ino;
+	if (!S_ISLNK(st.st_mode) || mtime_ms(&st) > cutoff)
+		return 0;
+	return still_names(dirfd, name, &st);
+}
+
+/* Unlink `name` if `verdict` says it is abandoned (not in a dry run):
+   1 removed or would be, 0 kept, <0 error. */
+static int remove_if(int dirfd, const char *name, int verdict, bool dry)
+{
+	if (verdict > 0 && !dry) {
+		int r = fsafe__unlinkat(dirfd, name, 0);
+		verdict = r < 0 ? r : 1;
+	}
+	return verdict == -ENOENT ? 0 : verdict;
 }
 
 /* 1: removed (or would be, in a dry run); 0: kept; <0: error. */
-static int sweep_one(int dirfd, const char *name, int64_t cutoff, bool dry)
+static int sweep_one(int dirfd, const char *name, unsigned char type,
+                     int64_t cutoff, bool dry)
 {
-	int fd = fsafe__openat(dirfd, name,
-	                       O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0);
+	/* A link is never opened; an untyped entry that is one fails the
+	   no-follow open with ELOOP before anything is followed. */
+	int fd = type == DT_LNK
+	                 ? -ELOOP
+	                 : fsafe__openat(dirfd, name, O_RDONLY | O_NOFOLLOW |
+	                                 O_NONBLOCK | O_NOCTTY, 0);
 
-	if (fd == -ENOENT || fd == -ELOOP || fd == -EACCES)
-		return 0; /* vanished, a symlink, or not ours */
+	if (fd == -ELOOP)
+		return remove_if(dirfd, name,
+		                 link_abandoned(dirfd, name, cutoff), dry);
+	if (fd == -ENOENT || fd == -EACCES)
+		return 0; /* vanished, or not ours */
 	if (fd < 0)
 		return fd;
-	int r = abandoned(dirfd, name, fd, cutoff);
-	if (r > 0 && !dry && (r = fsafe__unlinkat(dirfd, name, 0)) == 0)
-		r = 1;
+	int r = remove_if(dirfd, name, abandoned(dirfd, name, fd, cutoff), dry);
 	fsafe__close(fd);
-	return r == -ENOENT ? 0 : r;
+	return r;
 }
 
 int fsafe_sweep(int dirfd, const char *path, uint64_t older_than_ms,
@@ -178,10 +225,11 @@ int fsafe_sweep(int dirfd, const char *path, uint64_t older_than_ms,
 		}
 		if ((r = fsafe__dir_next(d, &name, &type)) <= 0)
 			break;
-		if (!fsafe_is_staging_name(name) ||
-		    (type != DT_REG && type != DT_UNKNOWN))
+		if (!fsafe_is_staging_name(name) || (type != DT_REG &&
+		    type != DT_LNK && type != DT_UNKNOWN))
 			continue;
-		r = sweep_one(fd, name, cutoff, flags & FSAFE_SWEEP_DRY_RUN);
+		r = sweep_one(fd, name, type, cutoff,
+		              flags & FSAFE_SWEEP_DRY_RUN);
 		if (r > 0)
 			r = result_add(res, name);
 		if (r < 0)

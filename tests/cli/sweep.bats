@@ -79,17 +79,63 @@ teardown() {
 	for n in "${names[@]}"; do
 		echo x > "e/$n"
 	done
-	echo x > e/target
-	ln -s target "e/$OLD1"
+	mkfifo "e/$OLD1"
 	mkdir "e/$OLD2"
 	touch -h -d '2 hours ago' e/* e/.[!.]*
 	run --separate-stderr "$FSAFE" sweep --older-than 1s e
 	[ "$status" -eq 0 ]
 	[ -z "$output" ]
-	for n in "${names[@]}" target; do
+	for n in "${names[@]}"; do
 		[ -f "e/$n" ]
 	done
-	[ -L "e/$OLD1" ] && [ -d "e/$OLD2" ]
+	[ -p "e/$OLD1" ] && [ -d "e/$OLD2" ]
+}
+
+# What a crashed `fsafe symlink` leaves: a symbolic link with a staging
+# name. Its own age counts; what it points to is never touched.
+@test "old staging-named symlinks are removed, their targets kept" {
+	mkdir l outside
+	echo old > l/old-file
+	echo fresh > l/fresh-file
+	mkdir l/dir
+	echo in > l/dir/inside
+	echo out > outside/secret
+	touch -d '2 hours ago' l/old-file
+	ln -s old-file "l/$OLD1"
+	ln -s dir "l/$OLD2"
+	ln -s "$PWD/outside/secret" l/.fsafe-000000000000000000000003.tmp
+	ln -s fresh-file l/.fsafe-000000000000000000000004.tmp
+	touch -h -d '2 hours ago' l/.fsafe-*
+	ln -s old-file "l/$YOUNG"
+	run --separate-stderr "$FSAFE" sweep --dry-run --older-than 1h l
+	[ "$status" -eq 0 ]
+	[ "$(wc -l <<<"$output")" -eq 4 ]
+	[ -L "l/$OLD1" ]
+	run --separate-stderr "$FSAFE" sweep --older-than 1h l
+	[ "$status" -eq 0 ]
+	[ -z "$stderr" ]
+	[ "$(sort <<<"$output")" = "$(printf 'l/%s\n' \
+		.fsafe-000000000000000000000003.tmp \
+		.fsafe-000000000000000000000004.tmp "$OLD1" "$OLD2" | sort)" ]
+	[ -L "l/$YOUNG" ]
+	[ "$(ls -A l | sort)" = "$(printf '%s\n' "$YOUNG" dir fresh-file old-file | sort)" ]
+	[ "$(cat l/old-file)" = old ] && [ "$(cat l/fresh-file)" = fresh ]
+	[ "$(cat l/dir/inside)" = in ] && [ "$(cat outside/secret)" = out ]
+}
+
+@test "a stage left by a killed fsafe symlink is swept" {
+	ln -s release-41 current
+	# Killed between its symlinkat and its rename: only the stage exists.
+	ln -s release-42 .fsafe-00000000000000000000abcd.tmp
+	touch -h -d '2 hours ago' .fsafe-00000000000000000000abcd.tmp
+	run "$FSAFE" sweep --older-than 1h .
+	[ "$status" -eq 0 ]
+	[ "$output" = ./.fsafe-00000000000000000000abcd.tmp ]
+	assert_no_staging .
+	[ "$(readlink current)" = release-41 ]
+	"$FSAFE" symlink release-42 current
+	[ "$(readlink current)" = release-42 ]
+	assert_no_staging .
 }
 
 @test "a live writer's old staging file is kept" {

@@ -522,26 +522,6 @@ static void run_symlink(int root, struct pw_progress *p)
 	                                  NULL));
 }
 
-/* The sweep keeps symbolic links (fsafe.h), so the stage of a crashed
-   fsafe_symlinkat is removed by hand, as documented; then the sweep. */
-static const char *recover_symlink(const struct pw_workload *w, int root,
-                                   char *buf, size_t len)
-{
-	DIR *d = fdopendir(openat(root, ".", O_RDONLY | O_DIRECTORY |
-	                                     O_CLOEXEC));
-	struct stat st;
-
-	if (!d)
-		abort();
-	for (struct dirent *e; (e = readdir(d));)
-		if (fsafe_is_staging_name(e->d_name) &&
-		    fstatat(root, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-		    S_ISLNK(st.st_mode) && unlinkat(root, e->d_name, 0) < 0)
-			abort();
-	closedir(d);
-	return pw_sweep_all(w, root, buf, len);
-}
-
 /* "current" reads the old release or the new one, the new one once the
    call returned; it is never missing, nor anything but a link. */
 static const char *check_symlink(int root, const struct pw_progress *p,
@@ -630,8 +610,7 @@ const struct pw_workload pw_core_workloads[] = {
 	  .recover = recover_lock_kernel, .check = check_lock },
 	{ .name = "symbolic link replace (fsafe_symlinkat)", .dirs = here,
 	  .known = link_known, .catches = FSAFE__BREAK_DIR_SYNC,
-	  .setup_old = old_link, .run = run_symlink,
-	  .recover = recover_symlink, .check = check_symlink },
+	  .setup_old = old_link, .run = run_symlink, .check = check_symlink },
 	{ .name = "stage name collides with a leftover", .dirs = here,
 	  .known = target_only, .catches = FSAFE__BREAK_EXCL,
 	  .setup_old = old_collision, .run = run_collision,
