@@ -275,10 +275,11 @@ static const char *special_type(mode_t mode)
 static int check_target(fsafe_writer *w)
 {
 	const struct stat *st = &w->t.st;
-	const char *special = special_type(st->st_mode);
+	const char *special;
 
-	if (!w->t.exists)
+	if (!w->t.exists) /* st is not filled in */
 		return w->conditional ? fail(w, -ESTALE, "compare") : 0;
+	special = special_type(st->st_mode);
 	if (S_ISDIR(st->st_mode))
 		return fail(w, -EISDIR, "stat");
 	if (special)
