@@ -21,132 +21,20 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "events.h"
 #include "fsafe.h"
 #include "fsafe/batch.h"
 #include "fsafe/checkpoint.h"
 #include "fsafe/lock.h"
+#include "manifest.h"
 #include "sys.h"
 #include "writer.h"
 
-#define FORMAT_VERSION 1
 #define MANIFEST_MAX ((size_t)256 << 20)
 #define LOG_MAX ((size_t)256 << 20)
 #define GEN_MAX UINT64_C(999999999999)
 #define GEN_NAME_LEN (4 + FSAFE__CKPT_GEN_DIGITS)
 #define CHUNK ((size_t)1 << 20)
-
-/* ---- SHA-256 (FIPS 180-4) ---------------------------------------------- */
-
-static const uint32_t K256[64] = {
-	0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1,
-	0x923f82a4, 0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3,
-	0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786,
-	0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-	0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147,
-	0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13,
-	0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
-	0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-	0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a,
-	0x5b9cca4f, 0x682e6ff3, 0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208,
-	0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
-};
-
-#define ROR(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
-
-static void sha256_block(uint32_t h[8], const uint8_t *p)
-{
-	uint32_t w[64], v[8];
-
-	for (int i = 0; i < 16; i++)
-		w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
-		       (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
-	for (int i = 16; i < 64; i++) {
-		uint32_t s0 = ROR(w[i - 15], 7) ^ ROR(w[i - 15], 18) ^
-		              (w[i - 15] >> 3);
-		uint32_t s1 = ROR(w[i - 2], 17) ^ ROR(w[i - 2], 19) ^
-		              (w[i - 2] >> 10);
-		w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-	}
-	memcpy(v, h, sizeof(v));
-	for (int i = 0; i < 64; i++) {
-		uint32_t S1 = ROR(v[4], 6) ^ ROR(v[4], 11) ^ ROR(v[4], 25);
-		uint32_t ch = (v[4] & v[5]) ^ (~v[4] & v[6]);
-		uint32_t t1 = v[7] + S1 + ch + K256[i] + w[i];
-		uint32_t S0 = ROR(v[0], 2) ^ ROR(v[0], 13) ^ ROR(v[0], 22);
-		uint32_t maj = (v[0] & v[1]) ^ (v[0] & v[2]) ^ (v[1] & v[2]);
-		memmove(v + 1, v, 7 * sizeof(v[0]));
-		v[4] += t1;
-		v[0] = t1 + S0 + maj;
-	}
-	for (int i = 0; i < 8; i++)
-		h[i] += v[i];
-}
-
-void fsafe__sha256_init(struct fsafe__sha256 *c)
-{
-	static const uint32_t iv[8] = { 0x6a09e667, 0xbb67ae85, 0x3c6ef372,
-	                                0xa54ff53a, 0x510e527f, 0x9b05688c,
-	                                0x1f83d9ab, 0x5be0cd19 };
-	memcpy(c->h, iv, sizeof(iv));
-	c->len = 0;
-	c->nbuf = 0;
-}
-
-void fsafe__sha256_update(struct fsafe__sha256 *c, const void *data, size_t n)
-{
-	const uint8_t *p = data;
-
-	c->len += n;
-	if (c->nbuf) {
-		size_t k = 64 - c->nbuf < n ? 64 - c->nbuf : n;
-		memcpy(c->buf + c->nbuf, p, k);
-		c->nbuf += k, p += k, n -= k;
-		if (c->nbuf < 64)
-			return;
-		sha256_block(c->h, c->buf);
-		c->nbuf = 0;
-	}
-	for (; n >= 64; p += 64, n -= 64)
-		sha256_block(c->h, p);
-	memcpy(c->buf, p, n);
-	c->nbuf = n;
-}
-
-void fsafe__sha256_final(struct fsafe__sha256 *c, uint8_t out[32])
-{
-	uint64_t bits = c->len * 8;
-	uint8_t pad[72] = { 0x80 };
-	size_t k = (c->nbuf < 56 ? 56 : 120) - c->nbuf;
-
-	for (int i = 0; i < 8; i++)
-		pad[k + (size_t)i] = (uint8_t)(bits >> (56 - 8 * i));
-	fsafe__sha256_update(c, pad, k + 8);
-	for (int i = 0; i < 8; i++)
-		for (int j = 0; j < 4; j++)
-			out[4 * i + j] = (uint8_t)(c->h[i] >> (24 - 8 * j));
-}
-
-void fsafe__sha256_hex(const uint8_t d[32], char out[65])
-{
-	static const char hex[] = "0123456789abcdef";
-
-	for (int i = 0; i < 32; i++) {
-		out[2 * i] = hex[d[i] >> 4];
-		out[2 * i + 1] = hex[d[i] & 15];
-	}
-	out[64] = '\0';
-}
-
-static void sha256_hex_of(const void *p, size_t n, char out[65])
-{
-	struct fsafe__sha256 c;
-	uint8_t d[32];
-
-	fsafe__sha256_init(&c);
-	fsafe__sha256_update(&c, p, n);
-	fsafe__sha256_final(&c, d);
-	fsafe__sha256_hex(d, out);
-}
 
 /* ---- small helpers ------------------------------------------------------ */
 
@@ -181,26 +69,6 @@ static uint64_t gen_parse(const char *name)
 		seq = seq * 10 + (uint64_t)(*p - '0');
 	}
 	return seq;
-}
-
-static bool has_control(const char *s)
-{
-	for (; *s; s++)
-		if ((unsigned char)*s < 0x20 || *s == 0x7f)
-			return true;
-	return false;
-}
-
-static int check_file_name(const char *name)
-{
-	size_t n = name ? strlen(name) : 0;
-
-	if (n == 0 || n > FSAFE_CHECKPOINT_NAME_MAX || strchr(name, '/') ||
-	    !strcmp(name, ".") || !strcmp(name, "..") ||
-	    !strcmp(name, FSAFE__CKPT_MANIFEST) || has_control(name) ||
-	    fsafe_is_staging_name(name))
-		return -EINVAL;
-	return 0;
 }
 
 /* Read all of fd (at most max bytes) into a NUL-terminated buffer. */
@@ -269,31 +137,6 @@ struct fsafe_checkpoint {
 
 /* ---- the event log ------------------------------------------------------- */
 
-static const char *const event_names[] = { NULL, "saved", "loaded",
-                                           "recovered", "removed" };
-
-const char *fsafe_checkpoint_event_name(enum fsafe_checkpoint_event_kind k)
-{
-	return k >= 1 && k <= 4 ? event_names[k] : NULL;
-}
-
-/*
- * One record: "<time_ms> <pid> <event> <generation> <check>\n", where
- * check is the first 8 hex digits of the SHA-256 of the text before it,
- * so a torn or garbage tail (an append cut by a power loss) is told from
- * a record.
- */
-static int format_event(char *buf, size_t len, int64_t t, pid_t pid,
-                        enum fsafe_checkpoint_event_kind k, uint64_t gen)
-{
-	char hex[65];
-	int n = snprintf(buf, len, "%" PRId64 " %ld %s %" PRIu64, t, (long)pid,
-	                 event_names[k], gen);
-
-	sha256_hex_of(buf, (size_t)n, hex);
-	return n + snprintf(buf + n, len - (size_t)n, " %.8s\n", hex);
-}
-
 /*
  * Append one event durably. pwrite at the size we hold: the fd is
  * O_APPEND, so the kernel appends anyway, and the offset passed is the
@@ -311,7 +154,7 @@ static void log_event(fsafe_checkpoint *cp, enum fsafe_checkpoint_event_kind k,
 		return;
 	if (cp->log_newline)
 		rec[n++] = '\n';
-	n += (size_t)format_event(rec + n, sizeof(rec) - n, now_ms(), getpid(),
+	n += (size_t)fsafe__event_format(rec + n, sizeof(rec) - n, now_ms(), getpid(),
 	                          k, gen);
 	ssize_t w;
 	do
@@ -349,33 +192,6 @@ static int open_log(fsafe_checkpoint *cp)
 	return 0;
 }
 
-static bool parse_event(const char *line, struct fsafe_checkpoint_event *e)
-{
-	char name[16], check[9], hex[65];
-	long long t;
-	long pid;
-	unsigned long long gen;
-	int end = 0;
-
-	if (sscanf(line, "%lld %ld %15s %llu %n", &t, &pid, name, &gen, &end) != 4 ||
-	    end < 2 || sscanf(line + end, "%8[0-9a-f]", check) != 1 ||
-	    strlen(check) != 8 || line[end + 8] != '\0')
-		return false;
-	sha256_hex_of(line, (size_t)end - 1, hex);
-	if (strncmp(hex, check, 8) != 0)
-		return false;
-	for (int k = 1; k <= 4; k++) {
-		if (strcmp(name, event_names[k]) == 0) {
-			*e = (struct fsafe_checkpoint_event){
-				.time_ms = t, .pid = (pid_t)pid,
-				.kind = (enum fsafe_checkpoint_event_kind)k,
-				.generation = gen };
-			return true;
-		}
-	}
-	return false;
-}
-
 int fsafe_checkpoint_events(int dirfd, const char *path,
                             int (*fn)(const struct fsafe_checkpoint_event *e,
                                       void *arg),
@@ -397,7 +213,7 @@ int fsafe_checkpoint_events(int dirfd, const char *path,
 	for (char *line = strtok_r(text, "\n", &save); line && r == 0;
 	     line = strtok_r(NULL, "\n", &save)) {
 		struct fsafe_checkpoint_event e;
-		if (parse_event(line, &e))
+		if (fsafe__event_parse(line, &e))
 			r = fn(&e, arg);
 		else
 			bad++;
@@ -573,175 +389,8 @@ static int tidy(fsafe_checkpoint *cp)
 	return first;
 }
 
-/* ---- the manifest ------------------------------------------------------------ */
-
-struct entry {
-	char *name;
-	uint64_t size;
-	char hash[65];
-};
-
-struct manifest {
-	uint64_t seq;
-	int64_t time_ms;
-	char *revision;
-	struct entry *e;
-	size_t n;
-};
-
-static void manifest_free(struct manifest *m)
-{
-	for (size_t i = 0; i < m->n; i++)
-		free(m->e[i].name);
-	free(m->e);
-	free(m->revision);
-	memset(m, 0, sizeof(*m));
-}
-
-static int cmp_entry(const void *a, const void *b)
-{
-	return strcmp(((const struct entry *)a)->name,
-	              ((const struct entry *)b)->name);
-}
-
-/* Append to a growing string; false when out of memory. */
-struct sbuf {
-	char *p;
-	size_t n, cap;
-	bool oom;
-};
-
-static void sb_add(struct sbuf *s, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static void sb_add(struct sbuf *s, const char *fmt, ...)
-{
-	va_list ap;
-
-	for (int tries = 0; tries < 2 && !s->oom; tries++) {
-		va_start(ap, fmt);
-		int k = vsnprintf(s->p ? s->p + s->n : NULL,
-		                  s->p ? s->cap - s->n : 0, fmt, ap);
-		va_end(ap);
-		if (s->p && s->n + (size_t)k < s->cap) {
-			s->n += (size_t)k;
-			return;
-		}
-		size_t cap = (s->cap ? s->cap : 4096);
-		while (cap <= s->n + (size_t)k)
-			cap *= 2;
-		char *np = realloc(s->p, cap);
-		if (!np)
-			s->oom = true;
-		else
-			s->p = np, s->cap = cap;
-	}
-}
-
-/* The manifest text of m (entries sorted); ends with its own hash. */
-static int manifest_format(const struct manifest *m, struct sbuf *s)
-{
-	char hex[65];
-
-	sb_add(s, "fsafe-checkpoint %d\nrevision %s\nsequence %" PRIu64
-	       "\ntime %" PRId64 "\nfiles %zu\n", FORMAT_VERSION, m->revision,
-	       m->seq, m->time_ms, m->n);
-	for (size_t i = 0; i < m->n; i++)
-		sb_add(s, "%" PRIu64 " %s %s\n", m->e[i].size, m->e[i].hash,
-		       m->e[i].name);
-	if (s->oom)
-		return -ENOMEM;
-	sha256_hex_of(s->p, s->n, hex);
-	sb_add(s, "end %s\n", hex);
-	return s->oom ? -ENOMEM : 0;
-}
-
-static bool is_hex64(const char *s)
-{
-	for (int i = 0; i < 64; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return false;
-	return true;
-}
-
-/* The next line of *p (NUL-terminated in place), or NULL at the end. */
-static char *next_line(char **p)
-{
-	char *s = *p, *nl = s ? strchr(s, '\n') : NULL;
-
-	if (!nl)
-		return NULL;
-	*nl = '\0';
-	*p = nl + 1;
-	return s;
-}
-
-static int parse_entries(char **p, struct manifest *m, size_t n)
-{
-	if (n > (size_t)1 << 24 || !(m->e = calloc(n ? n : 1, sizeof(*m->e))))
-		return n > (size_t)1 << 24 ? -EBADMSG : -ENOMEM;
-	for (size_t i = 0; i < n; i++) {
-		char *line = next_line(p), *sp;
-		unsigned long long size;
-		int at = 0;
-		if (!line || sscanf(line, "%llu %n", &size, &at) != 1 || !at ||
-		    strlen(line + at) < 66 || !is_hex64(line + at) ||
-		    line[at + 64] != ' ')
-			return -EBADMSG;
-		sp = line + at + 65;
-		if (check_file_name(sp) < 0 ||
-		    (i && strcmp(m->e[i - 1].name, sp) >= 0))
-			return -EBADMSG; /* sorted and unique, or not ours */
-		m->e[i].size = size;
-		memcpy(m->e[i].hash, line + at, 64);
-		m->e[i].hash[64] = '\0';
-		if (!(m->e[i].name = strdup(sp)))
-			return -ENOMEM;
-		m->n = i + 1;
-	}
-	return 0;
-}
-
-static int manifest_parse(char *text, size_t len, struct manifest *m)
-{
-	char hex[65], *p = text, *endl = NULL;
-	int version;
-	size_t n;
-	long long t;
-	unsigned long long seq;
-
-	memset(m, 0, sizeof(*m));
-	/* The last line carries the hash of everything before it. */
-	if (len < 70 || text[len - 1] != '\n')
-		return -EBADMSG;
-	text[len - 1] = '\0';
-	endl = strrchr(text, '\n');
-	if (!endl || strncmp(endl + 1, "end ", 4) || strlen(endl + 5) != 64)
-		return -EBADMSG;
-	sha256_hex_of(text, (size_t)(endl + 1 - text), hex);
-	if (strcmp(hex, endl + 5) != 0)
-		return -EBADMSG;
-	endl[1] = '\0';
-	char *l = next_line(&p);
-	if (!l || sscanf(l, "fsafe-checkpoint %d", &version) != 1)
-		return -EBADMSG;
-	if (version != FORMAT_VERSION)
-		return -EPROTONOSUPPORT;
-	if (!(l = next_line(&p)) || strncmp(l, "revision ", 9) ||
-	    !(m->revision = strdup(l + 9)))
-		return l ? -ENOMEM : -EBADMSG;
-	if (!(l = next_line(&p)) || sscanf(l, "sequence %llu", &seq) != 1 ||
-	    !(l = next_line(&p)) || sscanf(l, "time %lld", &t) != 1 ||
-	    !(l = next_line(&p)) || sscanf(l, "files %zu", &n) != 1)
-		return -EBADMSG;
-	m->seq = seq;
-	m->time_ms = t;
-	int r = parse_entries(&p, m, n);
-	return r < 0 ? r : (*p ? -EBADMSG : 0);
-}
-
 /* Read and check generation `gfd`'s manifest; it must name seq. */
-static int manifest_read(int gfd, uint64_t seq, struct manifest *m)
+static int manifest_read(int gfd, uint64_t seq, struct fsafe__manifest *m)
 {
 	char *text;
 	size_t len;
@@ -751,12 +400,12 @@ static int manifest_read(int gfd, uint64_t seq, struct manifest *m)
 	memset(m, 0, sizeof(*m));
 	if (r < 0)
 		return r == -EFBIG ? -EBADMSG : r;
-	r = manifest_parse(text, len, m);
+	r = fsafe__manifest_parse(text, len, m);
 	free(text);
 	if (r == 0 && m->seq != seq)
 		r = -EBADMSG; /* a generation moved by hand */
 	if (r < 0)
-		manifest_free(m);
+		fsafe__manifest_free(m);
 	return r;
 }
 
@@ -766,7 +415,7 @@ static int manifest_read(int gfd, uint64_t seq, struct manifest *m)
  * Read file e (in generation gfd), checking size and hash. With `keep`,
  * the bytes are returned in a buffer of e->size (+1) bytes.
  */
-static int check_file(int gfd, const struct entry *e, char **keep)
+static int check_file(int gfd, const struct fsafe__ckpt_entry *e, char **keep)
 {
 	struct fsafe__sha256 c;
 	struct stat st;
@@ -826,7 +475,7 @@ static void damage_set(struct fsafe_checkpoint_damage *dm, uint64_t seq,
 /* ---- snapshots ------------------------------------------------------------------ */
 
 struct fsafe_checkpoint_snapshot {
-	struct manifest m;
+	struct fsafe__manifest m;
 	char **data;      /* per file; NULL with MANIFEST_ONLY */
 };
 
@@ -837,7 +486,7 @@ void fsafe_checkpoint_snapshot_free(fsafe_checkpoint_snapshot *s)
 	for (size_t i = 0; s->data && i < s->m.n; i++)
 		free(s->data[i]);
 	free(s->data);
-	manifest_free(&s->m);
+	fsafe__manifest_free(&s->m);
 	free(s);
 }
 
@@ -986,9 +635,9 @@ const char *fsafe_checkpoint_snapshot_hash(const fsafe_checkpoint_snapshot *s,
 long fsafe_checkpoint_snapshot_find(const fsafe_checkpoint_snapshot *s,
                                     const char *name)
 {
-	struct entry key = { .name = (char *)name };
-	const struct entry *e =
-		s->m.n ? bsearch(&key, s->m.e, s->m.n, sizeof(key), cmp_entry)
+	struct fsafe__ckpt_entry key = { .name = (char *)name };
+	const struct fsafe__ckpt_entry *e =
+		s->m.n ? bsearch(&key, s->m.e, s->m.n, sizeof(key), fsafe__manifest_cmp_entry)
 		       : NULL;
 
 	return e ? (long)(e - s->m.e) : -ENOENT;
@@ -1017,7 +666,7 @@ int fsafe_checkpoint_generations(fsafe_checkpoint *cp, uint64_t *seqs,
 int fsafe_checkpoint_verify(fsafe_checkpoint *cp, uint64_t generation,
                             struct fsafe_checkpoint_damage *damage)
 {
-	struct manifest m;
+	struct fsafe__manifest m;
 	uint64_t seq = generation;
 	int r = 0, gfd;
 
@@ -1034,7 +683,7 @@ int fsafe_checkpoint_verify(fsafe_checkpoint *cp, uint64_t generation,
 	for (size_t i = 0; r == 0 && i < m.n; i++)
 		if ((r = check_file(gfd, &m.e[i], NULL)) < 0)
 			damage_set(damage, seq, r, m.e[i].name);
-	manifest_free(&m);
+	fsafe__manifest_free(&m);
 	fsafe__close(gfd);
 	return r;
 }
@@ -1082,7 +731,7 @@ static int load_opts(fsafe_checkpoint *cp,
 	}
 	if ((o.flags & ~known) ||
 	    (o.revision && (strlen(o.revision) > FSAFE_CHECKPOINT_REVISION_MAX ||
-	                    has_control(o.revision))))
+	                    fsafe__ckpt_has_control(o.revision))))
 		return -EINVAL;
 	cp->flags = o.flags;
 	cp->keep = o.keep ? o.keep : FSAFE_CHECKPOINT_KEEP;
@@ -1221,7 +870,7 @@ struct fsafe_checkpoint_tx {
 	uint64_t seq;
 	int gfd;               /* the new generation */
 	int prevfd;            /* the current one, for links; or -1 */
-	struct manifest prev;  /* its manifest (n == 0 if none) */
+	struct fsafe__manifest prev;  /* its manifest (n == 0 if none) */
 	fsafe_batch *batch;
 	struct txfile *f;
 	size_t n, cap;
@@ -1259,7 +908,7 @@ static void tx_free(fsafe_checkpoint_tx *tx)
 		free(tx->f[i].name);
 	free(tx->f);
 	fsafe_batch_free(tx->batch);
-	manifest_free(&tx->prev);
+	fsafe__manifest_free(&tx->prev);
 	fsafe__close(tx->gfd);
 	fsafe__close(tx->prevfd);
 	tx->cp->in_tx = false;
@@ -1320,7 +969,7 @@ int fsafe_checkpoint_begin(fsafe_checkpoint *cp, fsafe_checkpoint_tx **out)
 
 static int tx_new_file(fsafe_checkpoint_tx *tx, const char *name)
 {
-	int r = check_file_name(name);
+	int r = fsafe__ckpt_check_name(name);
 
 	if (r < 0)
 		return r;
@@ -1350,12 +999,12 @@ static int tx_new_file(fsafe_checkpoint_tx *tx, const char *name)
 static bool tx_try_link(fsafe_checkpoint_tx *tx, size_t i)
 {
 	const struct txfile *f = &tx->f[i];
-	struct entry key = { .name = f->name };
-	const struct entry *e;
+	struct fsafe__ckpt_entry key = { .name = f->name };
+	const struct fsafe__ckpt_entry *e;
 
 	if (tx->prevfd < 0 || !tx->prev.n)
 		return false;
-	e = bsearch(&key, tx->prev.e, tx->prev.n, sizeof(key), cmp_entry);
+	e = bsearch(&key, tx->prev.e, tx->prev.n, sizeof(key), fsafe__manifest_cmp_entry);
 	if (!e || e->size != f->size || strcmp(e->hash, f->hash) ||
 	    check_file(tx->prevfd, e, NULL) < 0)
 		return false;
@@ -1473,10 +1122,10 @@ static int cmp_txfile(const void *a, const void *b)
 	              ((const struct txfile *)b)->name);
 }
 
-static int tx_manifest(fsafe_checkpoint_tx *tx, struct sbuf *s)
+static int tx_manifest(fsafe_checkpoint_tx *tx, char **text, size_t *len)
 {
-	struct manifest m = { .seq = tx->seq, .time_ms = now_ms(),
-	                      .revision = tx->cp->revision, .n = tx->n };
+	struct fsafe__manifest m = { .seq = tx->seq, .time_ms = now_ms(),
+	                             .revision = tx->cp->revision, .n = tx->n };
 	int r;
 
 	if (tx->n)
@@ -1488,7 +1137,7 @@ static int tx_manifest(fsafe_checkpoint_tx *tx, struct sbuf *s)
 		m.e[i].size = tx->f[i].size;
 		memcpy(m.e[i].hash, tx->f[i].hash, sizeof(m.e[i].hash));
 	}
-	r = manifest_format(&m, s);
+	r = fsafe__manifest_format(&m, text, len);
 	free(m.e);
 	return r;
 }
@@ -1511,16 +1160,17 @@ static int batch_error(fsafe_checkpoint_tx *tx)
 /* Files, manifest, the generation directory, and its entry: durable. */
 static int tx_write_gen(fsafe_checkpoint_tx *tx)
 {
-	struct sbuf s = { 0 };
 	struct fsafe_write_opts o = tx_wopts(tx);
-	int r = tx_manifest(tx, &s);
+	char *text = NULL;
+	size_t len = 0;
+	int r = tx_manifest(tx, &text, &len);
 
 	if (r == 0)
 		r = fsafe_batch_add(tx->batch, tx->gfd, FSAFE__CKPT_MANIFEST,
-		                    s.p, s.n, &o);
+		                    text, len, &o);
 	if (r >= 0)
 		r = fsafe_batch_commit(tx->batch) ? batch_error(tx) : 0;
-	free(s.p);
+	free(text);
 	if (r == 0)
 		r = fsafe__fsync(tx->cp->dirfd);
 	return r;

@@ -235,6 +235,11 @@ enum fsafe_checkpoint_event_kind {
 	FSAFE_CHECKPOINT_EV_RECOVERED = 3,
 	/* A generation was removed (old, or partial). */
 	FSAFE_CHECKPOINT_EV_REMOVED = 4,
+	/* A damaged generation (or CURRENT, events.log, OPEN) was moved to
+	   quarantine/; the generation is 0 for anything but a generation. */
+	FSAFE_CHECKPOINT_EV_QUARANTINED = 5,
+	/* CURRENT was rebuilt to name this generation. */
+	FSAFE_CHECKPOINT_EV_REPAIRED = 6,
 };
 
 struct fsafe_checkpoint_event {
@@ -244,7 +249,8 @@ struct fsafe_checkpoint_event {
 	uint64_t generation; /* for RECOVERED: the current one at recovery */
 };
 
-/* "saved", "loaded", "recovered", "removed"; NULL for another value. */
+/* "saved", "loaded", "recovered", "removed", "quarantined", "repaired";
+   NULL for another value. */
 FSAFE_API const char *fsafe_checkpoint_event_name(
 	enum fsafe_checkpoint_event_kind kind);
 
