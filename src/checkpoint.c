@@ -110,7 +110,7 @@ static int read_all(int fd, size_t max, char **out, size_t *len)
 static int read_file_at(int dirfd, const char *name, size_t max, char **out,
                         size_t *len)
 {
-	int fd = fsafe__openat(dirfd, name, O_RDONLY | O_NOFOLLOW, 0);
+	int fd = fsafe__open_regular(dirfd, name, O_RDONLY, NULL);
 
 	if (fd < 0)
 		return fd;
@@ -133,6 +133,10 @@ struct fsafe_checkpoint {
 	bool unclean;
 	bool in_tx;
 	uint64_t current;
+	/* Why CURRENT cannot be trusted (0: it can): while it is not, no
+	   generation is removed. */
+	int cur_err;
+	uint64_t seen;      /* the highest generation number ever seen */
 };
 
 /* ---- the event log ------------------------------------------------------- */
@@ -171,17 +175,20 @@ static int open_log(fsafe_checkpoint *cp)
 	struct stat st;
 	char last = '\n';
 
-	cp->logfd = fsafe__openat(cp->dirfd, FSAFE__CKPT_LOG,
-	                          O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW,
-	                          0644);
+	/* Created first, then opened as a regular file: a FIFO or a link in
+	   its place must neither block nor lead out of the store. */
+	int fd = fsafe__openat(cp->dirfd, FSAFE__CKPT_LOG,
+	                       O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+	                       O_NONBLOCK, 0644);
+	if (fd >= 0)
+		fsafe__close(fd);
+	cp->logfd = fsafe__open_regular(cp->dirfd, FSAFE__CKPT_LOG,
+	                                O_WRONLY | O_APPEND, &st);
 	if (cp->logfd < 0)
 		return cp->logfd;
-	int r = fsafe__fstat(cp->logfd, &st);
-	if (r < 0)
-		return r;
 	if (st.st_size > 0) {
-		int rfd = fsafe__openat(cp->dirfd, FSAFE__CKPT_LOG,
-		                        O_RDONLY | O_NOFOLLOW, 0);
+		int rfd = fsafe__open_regular(cp->dirfd, FSAFE__CKPT_LOG,
+		                              O_RDONLY, NULL);
 		if (rfd < 0)
 			return rfd;
 		if (SYS->pread(rfd, &last, 1, st.st_size - 1) != 1)
@@ -254,6 +261,7 @@ static int write_current(fsafe_checkpoint *cp, uint64_t seq)
 	gen_name(seq, text);
 	text[GEN_NAME_LEN] = '\n';
 	o.mode = 0644;
+	o.flags = FSAFE_NO_FOLLOW;
 	return fsafe_write_fileat(cp->dirfd, FSAFE__CKPT_CURRENT, text,
 	                          GEN_NAME_LEN + 1, &o);
 }
@@ -267,8 +275,9 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Every gen-* entry's sequence number, sorted. */
-static int list_gens(int dirfd, uint64_t **out, size_t *n)
+/* Every gen-* entry's sequence number (only directories', or every
+   entry's), sorted. */
+static int list_gens(int dirfd, bool dirs_only, uint64_t **out, size_t *n)
 {
 	struct fsafe__dir *d = malloc(sizeof(*d));
 	uint64_t *v = NULL;
@@ -286,7 +295,7 @@ static int list_gens(int dirfd, uint64_t **out, size_t *n)
 	fsafe__dir_init(d, fd);
 	while ((r = fsafe__dir_next(d, &name, &type)) > 0) {
 		uint64_t seq = gen_parse(name);
-		if (!seq || (type != DT_DIR && type != DT_UNKNOWN))
+		if (!seq || (dirs_only && type != DT_DIR && type != DT_UNKNOWN))
 			continue;
 		if (*n == cap) {
 			cap = cap ? 2 * cap : 8;
@@ -309,6 +318,134 @@ static int list_gens(int dirfd, uint64_t **out, size_t *n)
 		qsort(v, *n, sizeof(*v), cmp_u64);
 	*out = v;
 	return 0;
+}
+
+/*
+ * The generation CURRENT names, or why it cannot be trusted: -ENOENT when
+ * it is missing but generations exist (lost, not a new checkpoint),
+ * -EBADMSG when malformed, -EISDIR / -EBADFD / -ELOOP when it is not a
+ * regular file. 0 with *seq 0: a checkpoint never saved.
+ */
+static int current_state(int dirfd, uint64_t *seq)
+{
+	uint64_t *v = NULL;
+	size_t n = 0;
+	int r = read_current(dirfd, seq);
+
+	if (r < 0 || *seq)
+		return r;
+	if ((r = list_gens(dirfd, true, &v, &n)) < 0)
+		return r;
+	free(v);
+	return n ? -ENOENT : 0;
+}
+
+/* Damage to CURRENT, as opposed to a failure to look at it. */
+static bool current_damaged(int r)
+{
+	return r == -ENOENT || r == -EBADMSG || r == -EISDIR || r == -EBADFD ||
+	       r == -ELOOP;
+}
+
+static int max_event_gen(const struct fsafe_checkpoint_event *e, void *arg)
+{
+	uint64_t *max = arg;
+
+	if (e->generation <= GEN_MAX && e->generation > *max)
+		*max = e->generation;
+	return 0;
+}
+
+/*
+ * The highest generation number this checkpoint ever used: every gen-*
+ * entry present (of any type), every one in quarantine/, and every one the
+ * audit trail names. A save takes a number above it, so a lost CURRENT
+ * never makes a number stand for two different sets.
+ */
+static uint64_t seen_max(int dirfd)
+{
+	uint64_t *v = NULL, max = 0;
+	size_t n = 0;
+	int qfd;
+
+	if (list_gens(dirfd, false, &v, &n) == 0 && n)
+		max = v[n - 1];
+	free(v);
+	if ((qfd = fsafe__open_subdir(dirfd, FSAFE__CKPT_QUARANTINE)) >= 0) {
+		struct fsafe__dir *d = malloc(sizeof(*d));
+		const char *name;
+		unsigned char type;
+		char g[GEN_NAME_LEN + 1];
+		if (d) {
+			fsafe__dir_init(d, qfd);
+			while (fsafe__dir_next(d, &name, &type) > 0) {
+				snprintf(g, sizeof(g), "%s", name);
+				uint64_t q = gen_parse(g);
+				max = q > max ? q : max;
+			}
+			free(d);
+		}
+		fsafe__close(qfd);
+	}
+	fsafe_checkpoint_events(dirfd, ".", max_event_gen, &max, NULL);
+	return max;
+}
+
+/* quarantine/ (made when missing and `create`), never through a link. */
+static int open_quarantine(int dirfd, bool create)
+{
+	int r = create ? fsafe__mkdirat(dirfd, FSAFE__CKPT_QUARANTINE, 0755) : 0;
+
+	if (r == 0 && create)
+		r = fsafe__fsync(dirfd);
+	if (r < 0 && r != -EEXIST)
+		return r;
+	return fsafe__open_subdir(dirfd, FSAFE__CKPT_QUARANTINE);
+}
+
+/*
+ * Move entry `name` of dirfd, whatever it is, into quarantine/ (as `name`,
+ * or `name.N` when that is taken) with a note `<as>.why` saying why: the
+ * damaged bytes are kept as they were found, out of the way. The new name
+ * goes to `as` (NAME_MAX + 1 bytes). Made durable before it returns.
+ */
+static int quarantine(int dirfd, const char *name, const char *why, char *as)
+{
+	struct fsafe_write_opts o = FSAFE_WRITE_OPTS_INIT;
+	char note[NAME_MAX + 1];
+	struct stat st;
+	int r, qfd = open_quarantine(dirfd, true);
+
+	if (qfd < 0)
+		return qfd;
+	snprintf(as, NAME_MAX + 1, "%s", name);
+	for (unsigned i = 1; i < 100000 &&
+	     fsafe__fstatat(qfd, as, &st, AT_SYMLINK_NOFOLLOW) == 0; i++)
+		snprintf(as, NAME_MAX + 1, "%.200s.%u", name, i);
+	r = fsafe__renameat(dirfd, name, qfd, as);
+	if (r == 0) {
+		snprintf(note, sizeof(note), "%.240s.why", as);
+		o.flags = FSAFE_NO_FOLLOW;
+		o.mode = 0644;
+		fsafe_write_fileat(qfd, note, why, strlen(why), &o);
+		r = fsafe__fsync(qfd);
+		if (r == 0)
+			r = fsafe__fsync(dirfd);
+	}
+	fsafe__close(qfd);
+	return r;
+}
+
+/* CURRENT into quarantine/, with the reason, and an event. */
+static int quarantine_current(fsafe_checkpoint *cp)
+{
+	char why[128], as[NAME_MAX + 1];
+
+	snprintf(why, sizeof(why), "CURRENT: %s\n", fsafe_strerror(cp->cur_err));
+	int r = quarantine(cp->dirfd, FSAFE__CKPT_CURRENT, why, as);
+	if (r == 0)
+		log_event(cp, FSAFE_CHECKPOINT_EV_QUARANTINED, 0);
+	return r;
 }
 
 /* Unlink every entry of fd's directory (a generation holds only files). */
@@ -353,8 +490,7 @@ static int remove_gen(fsafe_checkpoint *cp, uint64_t seq, bool record)
 	int fd, r;
 
 	gen_name(seq, name);
-	fd = fsafe__openat(cp->dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW,
-	                   0);
+	fd = fsafe__open_subdir(cp->dirfd, name);
 	if (fd == -ENOENT)
 		return 0;
 	if (fd < 0)
@@ -373,9 +509,11 @@ static int tidy(fsafe_checkpoint *cp)
 {
 	uint64_t *v = NULL;
 	size_t n, older = 0;
-	int r = list_gens(cp->dirfd, &v, &n), first = 0;
+	int r, first = 0;
 
-	if (r < 0)
+	if (cp->cur_err)
+		return 0; /* which one is complete is not known: keep them all */
+	if ((r = list_gens(cp->dirfd, true, &v, &n)) < 0)
 		return r;
 	for (size_t i = 0; i < n; i++)
 		older += v[i] <= cp->current;
@@ -422,14 +560,13 @@ static int check_file(int gfd, const struct fsafe__ckpt_entry *e, char **keep)
 	uint8_t d[32];
 	char hex[65], *buf;
 	uint64_t got = 0;
-	int r = 0, fd = fsafe__openat(gfd, e->name, O_RDONLY | O_NOFOLLOW, 0);
+	int r = 0, fd = fsafe__open_regular(gfd, e->name, O_RDONLY, &st);
 
 	if (fd < 0)
-		return fd == -ELOOP ? -EBADMSG : fd;
-	if ((r = fsafe__fstat(fd, &st)) < 0 || !S_ISREG(st.st_mode) ||
-	    (uint64_t)st.st_size != e->size || e->size > SIZE_MAX - 1) {
+		return fd;
+	if ((uint64_t)st.st_size != e->size || e->size > SIZE_MAX - 1) {
 		fsafe__close(fd);
-		return r < 0 ? r : -EBADMSG;
+		return -EBADMSG;
 	}
 	buf = malloc(keep ? (size_t)e->size + 1 : CHUNK);
 	if (!buf) {
@@ -495,8 +632,7 @@ static int open_gen(fsafe_checkpoint *cp, uint64_t seq)
 	char name[GEN_NAME_LEN + 1];
 
 	gen_name(seq, name);
-	return fsafe__openat(cp->dirfd, name,
-	                     O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+	return fsafe__open_subdir(cp->dirfd, name);
 }
 
 /* Load generation seq into a new snapshot, or say what is damaged. */
@@ -507,6 +643,8 @@ static int load_gen(fsafe_checkpoint *cp, uint64_t seq, unsigned flags,
 	fsafe_checkpoint_snapshot *s = calloc(1, sizeof(*s));
 	int r, gfd = open_gen(cp, seq);
 
+	if (gfd < 0)
+		damage_set(dm, seq, gfd, "");
 	if (!s || gfd < 0) {
 		free(s);
 		fsafe__close(gfd);
@@ -536,7 +674,7 @@ static int load_fallback(fsafe_checkpoint *cp, uint64_t seq, unsigned flags,
 {
 	uint64_t *v = NULL;
 	size_t n;
-	int r = list_gens(cp->dirfd, &v, &n);
+	int r = list_gens(cp->dirfd, true, &v, &n);
 
 	if (r < 0)
 		return r;
@@ -564,18 +702,25 @@ int fsafe_checkpoint_load(fsafe_checkpoint *cp,
 	if (o.damage)
 		memset(o.damage, 0, sizeof(*o.damage));
 	/* Read CURRENT afresh: a read-only handle has no lock to keep it. */
-	if ((r = read_current(cp->dirfd, &seq)) < 0)
-		return r;
+	int cur_err = current_state(cp->dirfd, &seq);
+	if (cur_err < 0 && !current_damaged(cur_err))
+		return cur_err;
 	if (o.generation) {
-		if (o.generation > seq)
+		if (!cur_err && o.generation > seq)
 			return -ENOENT; /* partial, or never made */
 		seq = o.generation;
+	} else if (cur_err) {
+		/* Without CURRENT only a fallback is possible: the newest
+		   generation that is intact. */
+		damage_set(o.damage, 0, cur_err, FSAFE__CKPT_CURRENT);
+		seq = GEN_MAX + 1;
 	}
 	if (!seq)
 		return -ENOENT;
-	r = load_gen(cp, seq, o.flags, o.damage, out);
+	r = seq > GEN_MAX ? cur_err : load_gen(cp, seq, o.flags, o.damage, out);
 	if (r < 0 && r != -ENOMEM && (o.flags & FSAFE_CHECKPOINT_FALLBACK)) {
-		damage_set(o.damage, seq, r, "");
+		if (seq <= GEN_MAX)
+			damage_set(o.damage, seq, r, "");
 		if (load_fallback(cp, seq, o.flags, out) == 0)
 			r = 0, warn |= FSAFE_CHECKPOINT_FELL_BACK;
 	}
@@ -648,9 +793,11 @@ int fsafe_checkpoint_generations(fsafe_checkpoint *cp, uint64_t *seqs,
 {
 	uint64_t *v = NULL, cur;
 	size_t n, k = 0;
-	int r = read_current(cp->dirfd, &cur);
+	int r = current_state(cp->dirfd, &cur);
 
-	if (r < 0 || (r = list_gens(cp->dirfd, &v, &n)) < 0)
+	if (current_damaged(r))
+		cur = UINT64_MAX, r = 0; /* every one is a candidate */
+	if (r < 0 || (r = list_gens(cp->dirfd, true, &v, &n)) < 0)
 		return r;
 	for (size_t i = 0; i < n; i++) {
 		if (v[i] > cur)
@@ -672,12 +819,17 @@ int fsafe_checkpoint_verify(fsafe_checkpoint *cp, uint64_t generation,
 
 	if (damage)
 		memset(damage, 0, sizeof(*damage));
-	if (!seq && (r = read_current(cp->dirfd, &seq)) < 0)
+	if (!seq && (r = current_state(cp->dirfd, &seq)) < 0) {
+		if (current_damaged(r))
+			damage_set(damage, 0, r, FSAFE__CKPT_CURRENT);
 		return r;
+	}
 	if (!seq)
 		return -ENOENT;
-	if ((gfd = open_gen(cp, seq)) < 0)
+	if ((gfd = open_gen(cp, seq)) < 0) {
+		damage_set(damage, seq, gfd, "");
 		return gfd;
+	}
 	if ((r = manifest_read(gfd, seq, &m)) < 0)
 		damage_set(damage, seq, r, "");
 	for (size_t i = 0; r == 0 && i < m.n; i++)
@@ -760,6 +912,16 @@ static int mark_open(fsafe_checkpoint *cp)
 	return fsafe__fsync(cp->dirfd);
 }
 
+/* CURRENT into the handle; damage to it is remembered, not fatal. */
+static int read_cur(fsafe_checkpoint *cp)
+{
+	int r = current_state(cp->dirfd, &cp->current);
+
+	if (current_damaged(r))
+		cp->cur_err = r, cp->current = 0, r = 0;
+	return r;
+}
+
 static int open_writer(fsafe_checkpoint *cp)
 {
 	struct fsafe_lock_opts lo = FSAFE_LOCK_OPTS_INIT;
@@ -770,15 +932,17 @@ static int open_writer(fsafe_checkpoint *cp)
 	if ((r = fsafe_lock_acquire(cp->dirfd, FSAFE__CKPT_LOCK, &lo,
 	                            &cp->lock)) < 0)
 		return r;
-	if ((r = read_current(cp->dirfd, &cp->current)) < 0 ||
-	    (r = mark_open(cp)) < 0)
+	if ((r = read_cur(cp)) < 0 || (r = mark_open(cp)) < 0)
 		return r;
-	if ((r = open_log(cp)) < 0)
+	/* An audit trail that is not a regular file is damage that check
+	   reports; it never stops the store. */
+	if ((r = open_log(cp)) < 0 && !current_damaged(r))
 		return r;
+	cp->seen = seen_max(cp->dirfd);
 	/* The recovery: nothing a dead writer left may survive. Under the
-	   lock no live writer of ours can own a staging file here. */
-	if ((r = tidy(cp)) < 0)
-		return r;
+	   lock no live writer of ours can own a staging file here. A
+	   generation that cannot be removed (damaged) stays for repair. */
+	tidy(cp);
 	r = fsafe_sweep(cp->dirfd, ".", 0, 0, NULL, NULL);
 	if (r < 0)
 		return r;
@@ -815,7 +979,7 @@ int fsafe_checkpoint_open(int dirfd, const char *path,
 	if (r == 0 && (cp->dirfd = fsafe__open_dir(dirfd, path)) < 0)
 		r = cp->dirfd;
 	if (r == 0 && (cp->flags & FSAFE_CHECKPOINT_READ_ONLY))
-		r = read_current(cp->dirfd, &cp->current);
+		r = read_cur(cp);
 	else if (r == 0)
 		r = open_writer(cp);
 	if (r < 0) {
@@ -940,15 +1104,15 @@ int fsafe_checkpoint_begin(fsafe_checkpoint *cp, fsafe_checkpoint_tx **out)
 		return -EROFS;
 	if (cp->in_tx)
 		return -EBUSY;
-	if (cp->current >= GEN_MAX)
+	uint64_t seq = (cp->seen > cp->current ? cp->seen : cp->current) + 1;
+	if (seq > GEN_MAX)
 		return -EOVERFLOW;
 	/* A failed commit whose cleanup failed too left a partial one. */
-	if ((r = tidy(cp)) < 0)
-		return r;
+	tidy(cp);
 	if (!(tx = calloc(1, sizeof(*tx))))
 		return -ENOMEM;
 	tx->cp = cp;
-	tx->seq = cp->current + 1;
+	tx->seq = seq;
 	tx->gfd = -1;
 	cp->in_tx = true;
 	tx_open_prev(tx);
@@ -1181,9 +1345,14 @@ int fsafe_checkpoint_commit(fsafe_checkpoint_tx *tx, uint64_t *generation)
 	fsafe_checkpoint *cp = tx->cp;
 	uint64_t seq = tx->seq;
 	int r = tx->streams ? -EBUSY : tx->err;
+	bool was_lost = cp->cur_err != 0;
 
 	if (r == 0)
 		r = tx_write_gen(tx);
+	/* A damaged CURRENT is kept (quarantined), not overwritten; and one
+	   that is a link must not be written through. */
+	if (r == 0 && cp->cur_err && cp->cur_err != -ENOENT)
+		r = quarantine_current(cp);
 	if (r == 0)
 		r = write_current(cp, seq);
 	tx_free(tx);
@@ -1193,12 +1362,14 @@ int fsafe_checkpoint_commit(fsafe_checkpoint_tx *tx, uint64_t *generation)
 		remove_gen(cp, seq, false);
 		return r;
 	}
-	cp->current = seq;
+	cp->current = cp->seen = seq;
+	cp->cur_err = 0;
 	if (generation)
 		*generation = seq;
 	log_event(cp, FSAFE_CHECKPOINT_EV_SAVED, seq);
-	/* Older generations go only once CURRENT is durable. */
-	if (r == 0)
+	/* Older generations go only once CURRENT is durable, and not in the
+	   save that found CURRENT lost: that one removes nothing. */
+	if (r == 0 && !was_lost)
 		tidy(cp);
 	return r;
 }
@@ -1212,4 +1383,391 @@ void fsafe_checkpoint_abort(fsafe_checkpoint_tx *tx)
 
 	tx_free(tx);
 	remove_gen(cp, seq, false);
+}
+
+/* ---- check and repair -------------------------------------------------------- */
+
+struct walk {
+	int dirfd;
+	fsafe_checkpoint *cp; /* repair: the writer; check: NULL */
+	fsafe_damage_fn fn;
+	void *arg;
+	int count, stop;
+	bool unfixed;         /* something repair could not deal with */
+};
+
+static int report(struct walk *w, const char *path, const char *what,
+                  const char *action, uint64_t lost)
+{
+	struct fsafe_damage d = { .path = path, .what = what,
+	                          .action = action, .lost = lost };
+
+	w->count++;
+	if (w->fn && !w->stop)
+		w->stop = w->fn(&d, w->arg);
+	return w->stop;
+}
+
+static const char *kind_of(mode_t m)
+{
+	return S_ISLNK(m) ? "symlink" : S_ISFIFO(m) ? "FIFO" :
+	       S_ISSOCK(m) ? "socket" : S_ISDIR(m) ? "directory" :
+	       S_ISREG(m) ? "regular file" : "device";
+}
+
+/* What an open or a check of `name` (in dirfd) said, in words. */
+static void describe(int r, int dirfd, const char *name, char *buf, size_t len)
+{
+	struct stat st;
+
+	if ((r == -ELOOP || r == -EISDIR || r == -EBADFD || r == -ENOTDIR) &&
+	    fsafe__fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		snprintf(buf, len, "not a %s (%s)",
+		         r == -ENOTDIR || S_ISREG(st.st_mode) ? "directory"
+		                                              : "regular file",
+		         kind_of(st.st_mode));
+	else if (r == -ENOENT)
+		snprintf(buf, len, "missing");
+	else if (r == -EBADMSG)
+		snprintf(buf, len, "damaged (does not match its checksum or "
+		         "its generation)");
+	else if (r == -EPROTONOSUPPORT)
+		snprintf(buf, len, "an unknown format version");
+	else
+		snprintf(buf, len, "%s", fsafe_strerror(r));
+}
+
+/* 0 if generation seq is intact; 1 with `path` and `what` naming the
+   first damage; a negative errno when it could not be looked at. */
+static int gen_verify(int dirfd, uint64_t seq, char *path, char *what,
+                      size_t len)
+{
+	char name[GEN_NAME_LEN + 1];
+	struct fsafe__manifest m;
+	int r, gfd;
+
+	gen_name(seq, name);
+	snprintf(path, len, "%s", name);
+	if ((gfd = fsafe__open_subdir(dirfd, name)) < 0) {
+		if (gfd == -ELOOP && dirfd >= 0) {
+			struct stat st;
+			if (fsafe__fstatat(dirfd, name, &st,
+			                   AT_SYMLINK_NOFOLLOW) == 0 &&
+			    !S_ISDIR(st.st_mode))
+				gfd = -ENOTDIR;
+		}
+		describe(gfd, dirfd, name, what, len);
+		return gfd == -ENOMEM ? gfd : 1;
+	}
+	if ((r = manifest_read(gfd, seq, &m)) < 0) {
+		snprintf(path, len, "%s/%s", name, FSAFE__CKPT_MANIFEST);
+		describe(r, gfd, FSAFE__CKPT_MANIFEST, what, len);
+	}
+	for (size_t i = 0; r == 0 && i < m.n; i++) {
+		if ((r = check_file(gfd, &m.e[i], NULL)) < 0) {
+			snprintf(path, len, "%s/%.255s", name, m.e[i].name);
+			describe(r, gfd, m.e[i].name, what, len);
+		}
+	}
+	if (r == 0)
+		fsafe__manifest_free(&m);
+	fsafe__close(gfd);
+	return r == -ENOMEM ? r : r < 0;
+}
+
+/* Repair: move `name` to quarantine and say so in `action`. */
+static void fix_quarantine(struct walk *w, const char *name, const char *why,
+                           uint64_t seq, char *action, size_t len)
+{
+	char as[NAME_MAX + 1];
+	int r = quarantine(w->dirfd, name, why, as);
+
+	if (r == 0) {
+		snprintf(action, len, "quarantined as %s/%s",
+		         FSAFE__CKPT_QUARANTINE, as);
+		log_event(w->cp, FSAFE_CHECKPOINT_EV_QUARANTINED, seq);
+	} else {
+		snprintf(action, len, "not quarantined: %s", fsafe_strerror(r));
+		w->unfixed = true;
+	}
+}
+
+/* Every generation; returns the newest intact one load may use. */
+static uint64_t walk_gens(struct walk *w, uint64_t cur, int cur_err)
+{
+	char path[512], what[512], action[600], name[GEN_NAME_LEN + 1];
+	uint64_t *v = NULL, best = 0;
+	size_t n = 0;
+
+	if (list_gens(w->dirfd, false, &v, &n) < 0)
+		return 0;
+	for (size_t i = 0; i < n && !w->stop; i++) {
+		bool partial = !cur_err && v[i] > cur;
+		int r = gen_verify(w->dirfd, v[i], path, what, sizeof(path));
+		if (r == 0 && !partial) {
+			best = v[i];
+			continue;
+		}
+		if (r < 0)
+			break;
+		gen_name(v[i], name);
+		if (partial) {
+			snprintf(path, sizeof(path), "%s", name);
+			snprintf(what, sizeof(what), "newer than CURRENT (a save "
+			         "that did not finish)");
+		}
+		char why[1100];
+		snprintf(why, sizeof(why), "%s: %s\n", path, what);
+		if (w->cp)
+			fix_quarantine(w, name, why, v[i], action,
+			               sizeof(action));
+		report(w, path, what, w->cp ? action : NULL, partial ? 0 : 1);
+	}
+	free(v);
+	return best;
+}
+
+/* CURRENT: missing, malformed, not a file, or naming what is not there. */
+static void walk_current(struct walk *w, uint64_t cur, int cur_err,
+                         uint64_t best)
+{
+	char what[512], action[600] = "", why[600], g[GEN_NAME_LEN + 1];
+
+	if (!cur_err && (!cur || best == cur))
+		return;
+	if (cur_err) {
+		describe(cur_err, w->dirfd, FSAFE__CKPT_CURRENT, what,
+		         sizeof(what));
+		if (cur_err == -EBADMSG)
+			snprintf(what, sizeof(what), "malformed");
+	} else {
+		gen_name(cur, g);
+		snprintf(what, sizeof(what), "names %s, which is missing or "
+		         "damaged", g);
+	}
+	if (w->cp) {
+		snprintf(why, sizeof(why), "CURRENT: %s\n", what);
+		if (cur_err != -ENOENT && (cur_err || !best))
+			fix_quarantine(w, FSAFE__CKPT_CURRENT, why, 0, action,
+			               sizeof(action));
+		if (best && !w->unfixed) {
+			int r = write_current(w->cp, best);
+			gen_name(best, g);
+			if (r == 0) {
+				w->cp->current = best;
+				w->cp->cur_err = 0;
+				log_event(w->cp, FSAFE_CHECKPOINT_EV_REPAIRED,
+				          best);
+			} else {
+				w->unfixed = true;
+			}
+			snprintf(action + strlen(action),
+			         sizeof(action) - strlen(action), "%s%s %s",
+			         *action ? "; " : "",
+			         r == 0 ? "rebuilt from" : "could not rebuild from",
+			         g);
+		} else if (!best) {
+			snprintf(action + strlen(action),
+			         sizeof(action) - strlen(action),
+			         "%sno intact generation left",
+			         *action ? "; " : "");
+		}
+	}
+	report(w, FSAFE__CKPT_CURRENT, what, w->cp ? action : NULL, 0);
+}
+
+static int count_event(const struct fsafe_checkpoint_event *e, void *arg)
+{
+	(void)e;
+	(void)arg;
+	return 0;
+}
+
+/* Repair of a log with damaged records: the whole log to quarantine, the
+   intact records back in place. */
+static int rewrite_log(struct walk *w, char *as)
+{
+	char *text = NULL, *save = NULL, rec[FSAFE__EVENT_MAX];
+	size_t len, keep = 0;
+	struct fsafe_checkpoint_event e;
+	struct fsafe_write_opts o = FSAFE_WRITE_OPTS_INIT;
+	int r = read_file_at(w->dirfd, FSAFE__CKPT_LOG, LOG_MAX, &text, &len);
+
+	if (r < 0)
+		return r;
+	char *out = malloc(len + 1);
+	for (char *l = strtok_r(text, "\n", &save); out && l;
+	     l = strtok_r(NULL, "\n", &save)) {
+		if (!fsafe__event_parse(l, &e))
+			continue;
+		int k = fsafe__event_format(rec, sizeof(rec), e.time_ms, e.pid,
+		                            e.kind, e.generation);
+		memcpy(out + keep, rec, (size_t)k);
+		keep += (size_t)k;
+	}
+	free(text);
+	if (!out)
+		return -ENOMEM;
+	r = quarantine(w->dirfd, FSAFE__CKPT_LOG, "events.log: damaged "
+	               "records\n", as);
+	o.flags = FSAFE_NO_FOLLOW;
+	o.mode = 0644;
+	if (r == 0)
+		r = fsafe_write_fileat(w->dirfd, FSAFE__CKPT_LOG, out, keep, &o);
+	free(out);
+	return r;
+}
+
+/* The writer's log afresh, after the old one went to quarantine. */
+static void reopen_log(fsafe_checkpoint *cp)
+{
+	cp->logfd = fsafe__close(cp->logfd);
+	open_log(cp);
+}
+
+/* events.log, OPEN and LOCK: files, or damage. */
+static void walk_files(struct walk *w)
+{
+	static const char *const names[] = { FSAFE__CKPT_LOG,
+	                                     FSAFE__CKPT_MARKER,
+	                                     FSAFE__CKPT_LOCK };
+	char what[128], action[600], why[200], as[NAME_MAX + 1];
+	struct stat st;
+
+	for (size_t i = 0; i < 3 && !w->stop; i++) {
+		if (fsafe__fstatat(w->dirfd, names[i], &st,
+		                   AT_SYMLINK_NOFOLLOW) < 0 ||
+		    S_ISREG(st.st_mode))
+			continue;
+		snprintf(what, sizeof(what), "not a regular file (%s)",
+		         kind_of(st.st_mode));
+		snprintf(why, sizeof(why), "%s: %s\n", names[i], what);
+		if (w->cp)
+			fix_quarantine(w, names[i], why, 0, action,
+			               sizeof(action));
+		report(w, names[i], what, w->cp ? action : NULL, 0);
+		if (w->cp && i == 0)
+			reopen_log(w->cp);
+	}
+	size_t bad = 0;
+	if (w->stop || fsafe_checkpoint_events(w->dirfd, ".", count_event, NULL,
+	                                       &bad) < 0 || !bad)
+		return;
+	snprintf(what, sizeof(what), "%zu damaged record%s", bad,
+	         bad == 1 ? "" : "s");
+	if (w->cp) {
+		int r = rewrite_log(w, as);
+		if (r == 0)
+			snprintf(action, sizeof(action), "quarantined as %s/%s; "
+			         "intact records kept", FSAFE__CKPT_QUARANTINE,
+			         as);
+		else
+			snprintf(action, sizeof(action), "not rewritten: %s",
+			         fsafe_strerror(r));
+		w->unfixed |= r < 0;
+		reopen_log(w->cp);
+	}
+	report(w, FSAFE__CKPT_LOG, what, w->cp ? action : NULL, 0);
+}
+
+static void walk_store(struct walk *w)
+{
+	struct stat st;
+	uint64_t cur = 0;
+	int cur_err = current_state(w->dirfd, &cur);
+
+	if (fsafe__fstatat(w->dirfd, FSAFE__CKPT_QUARANTINE, &st,
+	                   AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode)) {
+		char what[64];
+		snprintf(what, sizeof(what), "not a directory (%s)",
+		         kind_of(st.st_mode));
+		report(w, FSAFE__CKPT_QUARANTINE, what,
+		       w->cp ? "not repaired: move it out of the way" : NULL, 0);
+		w->unfixed = true;
+		if (w->cp)
+			return; /* nothing can be kept safe: change nothing */
+	}
+	if (cur_err < 0 && !current_damaged(cur_err))
+		cur_err = 0; /* could not look: check the generations anyway */
+	uint64_t best = walk_gens(w, cur, cur_err);
+	if (!w->stop)
+		walk_current(w, cur, cur_err, best);
+	if (!w->stop && !w->cp)
+		walk_files(w);
+}
+
+int fsafe_checkpoint_check(int dirfd, const char *path, fsafe_damage_fn fn,
+                           void *arg)
+{
+	struct walk w = { .fn = fn, .arg = arg };
+
+	if (!path || !*path)
+		return -EINVAL;
+	if ((w.dirfd = fsafe__open_dir(dirfd, path)) < 0)
+		return w.dirfd;
+	walk_store(&w);
+	fsafe__close(w.dirfd);
+	return w.stop ? w.stop : w.count;
+}
+
+/* A LOCK that is not a file keeps every writer out, repair included: it
+   goes to quarantine before repair takes the lock. */
+static void repair_lock(struct walk *w, int dfd)
+{
+	char what[64], why[128], action[600], as[NAME_MAX + 1];
+	struct stat st;
+
+	if (fsafe__fstatat(dfd, FSAFE__CKPT_LOCK, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    S_ISREG(st.st_mode))
+		return;
+	snprintf(what, sizeof(what), "not a regular file (%s)",
+	         kind_of(st.st_mode));
+	snprintf(why, sizeof(why), "LOCK: %s\n", what);
+	int r = quarantine(dfd, FSAFE__CKPT_LOCK, why, as);
+	if (r == 0)
+		snprintf(action, sizeof(action), "quarantined as %s/%s",
+		         FSAFE__CKPT_QUARANTINE, as);
+	else
+		snprintf(action, sizeof(action), "not quarantined: %s",
+		         fsafe_strerror(r));
+	report(w, FSAFE__CKPT_LOCK, what, action, 0);
+}
+
+int fsafe_checkpoint_repair(int dirfd, const char *path, fsafe_damage_fn fn,
+                            void *arg)
+{
+	struct fsafe_checkpoint_opts o = FSAFE_CHECKPOINT_OPTS_INIT;
+	struct walk w = { .fn = fn, .arg = arg };
+	fsafe_checkpoint *cp;
+	int r, dfd;
+
+	if (!path || !*path)
+		return -EINVAL;
+	if ((dfd = fsafe__open_dir(dirfd, path)) < 0)
+		return dfd;
+	repair_lock(&w, dfd);
+	fsafe__close(dfd);
+	o.flags = FSAFE_CHECKPOINT_NO_WAIT;
+	if (w.stop || (r = fsafe_checkpoint_open(dirfd, path, &o, &cp)) < 0)
+		return w.stop ? w.stop : r;
+	w.cp = cp;
+	w.dirfd = cp->dirfd;
+	walk_store(&w);
+	/* The files last: the log takes the events above first. */
+	if (!w.stop)
+		walk_files(&w);
+	/* OPEN may have gone to quarantine: close expects its own. */
+	int m = fsafe__openat(cp->dirfd, FSAFE__CKPT_MARKER,
+	                      O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK,
+	                      0644);
+	fsafe__close(m);
+	r = fsafe_checkpoint_close(cp);
+	if (w.stop)
+		return w.stop;
+	return r < 0 ? r : w.count;
+}
+
+int fsafe_checkpoint_current_error(const fsafe_checkpoint *cp)
+{
+	return cp->cur_err;
 }

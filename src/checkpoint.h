@@ -13,6 +13,7 @@
 #define FSAFE__CKPT_LOCK "LOCK"
 #define FSAFE__CKPT_MARKER "OPEN"
 #define FSAFE__CKPT_MANIFEST ".manifest"
+#define FSAFE__CKPT_QUARANTINE "quarantine"
 #define FSAFE__CKPT_GEN_DIGITS 12
 
 #endif

@@ -226,6 +226,42 @@ FSAFE_API int fsafe_checkpoint_verify(fsafe_checkpoint *cp,
                                       uint64_t generation,
                                       struct fsafe_checkpoint_damage *damage);
 
+/* ---- damage -------------------------------------------------------------- */
+
+/*
+ * Why this handle could not trust CURRENT when it opened: 0 (it could),
+ * -ENOENT (missing while generations exist), -EBADMSG (malformed), or
+ * -EISDIR / -EBADFD / -ELOOP (not a regular file). While it is not 0,
+ * nothing removes a generation; the next commit quarantines a damaged
+ * CURRENT and writes a new one; load without a generation number fails
+ * (damage->file "CURRENT") unless FSAFE_CHECKPOINT_FALLBACK finds the
+ * newest intact generation.
+ */
+FSAFE_API int fsafe_checkpoint_current_error(const fsafe_checkpoint *cp);
+
+/*
+ * Check the checkpoint in `path` without changing anything (fsafe.h,
+ * "Damage"): every generation's directory, manifest and files (each
+ * read and hashed), CURRENT, events.log, OPEN, LOCK and quarantine/. A
+ * generation newer than CURRENT (a save that did not finish) is reported
+ * too. Returns the number of problems, 0 clean, or a negative errno.
+ */
+FSAFE_API int fsafe_checkpoint_check(int dirfd, const char *path,
+                                     fsafe_damage_fn fn, void *arg);
+
+/*
+ * Repair the checkpoint in `path` under its lock (-EWOULDBLOCK while a
+ * writer holds it): each damaged or unfinished generation, a damaged
+ * CURRENT, and an events.log, OPEN or LOCK that is not a regular file go
+ * to quarantine/ (with "<name>.why", the reason); CURRENT is rebuilt to
+ * name the newest intact generation (not one newer than a CURRENT that
+ * was readable); a log with damaged records goes to quarantine and its
+ * intact records are written back. Each step is an event. Returns the
+ * number of problems dealt with, or a negative errno.
+ */
+FSAFE_API int fsafe_checkpoint_repair(int dirfd, const char *path,
+                                      fsafe_damage_fn fn, void *arg);
+
 /* ---- the audit trail --------------------------------------------------- */
 
 enum fsafe_checkpoint_event_kind {
