@@ -934,10 +934,10 @@ static int open_writer(fsafe_checkpoint *cp)
 		return r;
 	if ((r = read_cur(cp)) < 0 || (r = mark_open(cp)) < 0)
 		return r;
-	/* An audit trail that is not a regular file is damage that check
-	   reports; it never stops the store. */
-	if ((r = open_log(cp)) < 0 && !current_damaged(r))
-		return r;
+	/* An audit trail that cannot be opened (a FIFO, a directory in its
+	   place: damage that check reports) never stops the store. */
+	if (open_log(cp) < 0)
+		cp->logfd = fsafe__close(cp->logfd);
 	cp->seen = seen_max(cp->dirfd);
 	/* The recovery: nothing a dead writer left may survive. Under the
 	   lock no live writer of ours can own a staging file here. A
