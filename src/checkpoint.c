@@ -216,15 +216,7 @@ int fsafe_checkpoint_events(int dirfd, const char *path,
 	fsafe__close(dfd);
 	if (r < 0)
 		return r;
-	char *save = NULL;
-	for (char *line = strtok_r(text, "\n", &save); line && r == 0;
-	     line = strtok_r(NULL, "\n", &save)) {
-		struct fsafe_checkpoint_event e;
-		if (fsafe__event_parse(line, &e))
-			r = fn(&e, arg);
-		else
-			bad++;
-	}
+	r = fsafe__events_parse(text, len, fn, arg, &bad);
 	free(text);
 	if (damaged)
 		*damaged = bad;
@@ -344,7 +336,7 @@ static int current_state(int dirfd, uint64_t *seq)
 static bool current_damaged(int r)
 {
 	return r == -ENOENT || r == -EBADMSG || r == -EISDIR || r == -EBADFD ||
-	       r == -ELOOP;
+	       r == -ELOOP || r == -ENXIO; /* ENXIO: a socket */
 }
 
 static int max_event_gen(const struct fsafe_checkpoint_event *e, void *arg)
@@ -1420,7 +1412,8 @@ static void describe(int r, int dirfd, const char *name, char *buf, size_t len)
 {
 	struct stat st;
 
-	if ((r == -ELOOP || r == -EISDIR || r == -EBADFD || r == -ENOTDIR) &&
+	if ((r == -ELOOP || r == -EISDIR || r == -EBADFD || r == -ENOTDIR ||
+	     r == -ENXIO) &&
 	    fsafe__fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
 		snprintf(buf, len, "not a %s (%s)",
 		         r == -ENOTDIR || S_ISREG(st.st_mode) ? "directory"
@@ -1583,38 +1576,50 @@ static int count_event(const struct fsafe_checkpoint_event *e, void *arg)
 	return 0;
 }
 
+struct kept {
+	char *out;
+	size_t n;
+};
+
+/* An intact record, formatted again (never longer than the line it was
+   parsed from, so the buffer of the whole log holds them all). */
+static int keep_event(const struct fsafe_checkpoint_event *e, void *arg)
+{
+	struct kept *k = arg;
+	char rec[FSAFE__EVENT_MAX];
+	int n = fsafe__event_format(rec, sizeof(rec), e->time_ms, e->pid,
+	                            e->kind, e->generation);
+
+	memcpy(k->out + k->n, rec, (size_t)n);
+	k->n += (size_t)n;
+	return 0;
+}
+
 /* Repair of a log with damaged records: the whole log to quarantine, the
    intact records back in place. */
 static int rewrite_log(struct walk *w, char *as)
 {
-	char *text = NULL, *save = NULL, rec[FSAFE__EVENT_MAX];
-	size_t len, keep = 0;
-	struct fsafe_checkpoint_event e;
 	struct fsafe_write_opts o = FSAFE_WRITE_OPTS_INIT;
+	struct kept k = { 0 };
+	char *text = NULL;
+	size_t len, bad;
 	int r = read_file_at(w->dirfd, FSAFE__CKPT_LOG, LOG_MAX, &text, &len);
 
 	if (r < 0)
 		return r;
-	char *out = malloc(len + 1);
-	for (char *l = strtok_r(text, "\n", &save); out && l;
-	     l = strtok_r(NULL, "\n", &save)) {
-		if (!fsafe__event_parse(l, &e))
-			continue;
-		int k = fsafe__event_format(rec, sizeof(rec), e.time_ms, e.pid,
-		                            e.kind, e.generation);
-		memcpy(out + keep, rec, (size_t)k);
-		keep += (size_t)k;
-	}
+	k.out = malloc(len + 1);
+	if (k.out)
+		fsafe__events_parse(text, len, keep_event, &k, &bad);
 	free(text);
-	if (!out)
+	if (!k.out)
 		return -ENOMEM;
 	r = quarantine(w->dirfd, FSAFE__CKPT_LOG, "events.log: damaged "
 	               "records\n", as);
 	o.flags = FSAFE_NO_FOLLOW;
 	o.mode = 0644;
 	if (r == 0)
-		r = fsafe_write_fileat(w->dirfd, FSAFE__CKPT_LOG, out, keep, &o);
-	free(out);
+		r = fsafe_write_fileat(w->dirfd, FSAFE__CKPT_LOG, k.out, k.n, &o);
+	free(k.out);
 	return r;
 }
 
@@ -1687,8 +1692,17 @@ static void walk_store(struct walk *w)
 		if (w->cp)
 			return; /* nothing can be kept safe: change nothing */
 	}
-	if (cur_err < 0 && !current_damaged(cur_err))
-		cur_err = 0; /* could not look: check the generations anyway */
+	if (cur_err < 0 && !current_damaged(cur_err)) {
+		/* Not damage but a failure to look: which generation is
+		   complete is unknown, so nothing is judged or moved. */
+		char what[128];
+		snprintf(what, sizeof(what), "cannot be read: %s",
+		         fsafe_strerror(cur_err));
+		report(w, FSAFE__CKPT_CURRENT, what,
+		       w->cp ? "not repaired" : NULL, 0);
+		w->unfixed = true;
+		return;
+	}
 	uint64_t best = walk_gens(w, cur, cur_err);
 	if (!w->stop)
 		walk_current(w, cur, cur_err, best);

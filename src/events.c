@@ -54,3 +54,32 @@ bool fsafe__event_parse(const char *line, struct fsafe_checkpoint_event *e)
 	}
 	return false;
 }
+
+int fsafe__events_parse(char *text, size_t len,
+                        int (*fn)(const struct fsafe_checkpoint_event *e,
+                                  void *arg),
+                        void *arg, size_t *bad)
+{
+	char *p = text, *end = text + len;
+	int r = 0;
+
+	*bad = 0;
+	/* By length, not by string: a NUL in one record (zeroed bytes) must
+	   not hide the records after it. */
+	while (p < end && r == 0) {
+		char *nl = memchr(p, '\n', (size_t)(end - p));
+		char *stop = nl ? nl : end;
+		struct fsafe_checkpoint_event e;
+
+		if (stop > p) {
+			*stop = '\0';
+			if (!memchr(p, '\0', (size_t)(stop - p)) &&
+			    fsafe__event_parse(p, &e))
+				r = fn(&e, arg);
+			else
+				(*bad)++;
+		}
+		p = stop + 1;
+	}
+	return r;
+}

@@ -26,4 +26,12 @@ int fsafe__event_format(char *buf, size_t len, int64_t t, pid_t pid,
 /* Parse one line (no newline, NUL-terminated); false if it is damaged. */
 bool fsafe__event_parse(const char *line, struct fsafe_checkpoint_event *e);
 
+/* Every record of a whole log, text[0..len) (modified in place), in
+   order: fn for each intact one (a non-zero return stops and is
+   returned), *bad counts the damaged lines. */
+int fsafe__events_parse(char *text, size_t len,
+                        int (*fn)(const struct fsafe_checkpoint_event *e,
+                                  void *arg),
+                        void *arg, size_t *bad);
+
 #endif

@@ -231,7 +231,7 @@ FSAFE_API int fsafe_checkpoint_verify(fsafe_checkpoint *cp,
 /*
  * Why this handle could not trust CURRENT when it opened: 0 (it could),
  * -ENOENT (missing while generations exist), -EBADMSG (malformed), or
- * -EISDIR / -EBADFD / -ELOOP (not a regular file). While it is not 0,
+ * -EISDIR / -EBADFD / -ELOOP / -ENXIO (not a regular file). While it is not 0,
  * nothing removes a generation; the next commit quarantines a damaged
  * CURRENT and writes a new one; load without a generation number fails
  * (damage->file "CURRENT") unless FSAFE_CHECKPOINT_FALLBACK finds the
