@@ -72,8 +72,11 @@ int fsafe__events_parse(char *text, size_t len,
 		struct fsafe_checkpoint_event e;
 
 		if (stop > p) {
-			*stop = '\0';
-			if (!memchr(p, '\0', (size_t)(stop - p)) &&
+			/* A last line without its newline is an append cut
+			   short: damaged, whatever it holds. */
+			if (nl)
+				*nl = '\0';
+			if (nl && !memchr(p, '\0', (size_t)(stop - p)) &&
 			    fsafe__event_parse(p, &e))
 				r = fn(&e, arg);
 			else

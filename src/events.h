@@ -28,7 +28,8 @@ bool fsafe__event_parse(const char *line, struct fsafe_checkpoint_event *e);
 
 /* Every record of a whole log, text[0..len) (modified in place), in
    order: fn for each intact one (a non-zero return stops and is
-   returned), *bad counts the damaged lines. */
+   returned), *bad counts the damaged lines (a last line without its
+   newline is one). */
 int fsafe__events_parse(char *text, size_t len,
                         int (*fn)(const struct fsafe_checkpoint_event *e,
                                   void *arg),
