@@ -21,6 +21,16 @@
  * The manifest records a format version, the caller's writer revision, the
  * sequence number, the time, and each file's size and SHA-256. Load checks
  * every byte against it.
+ *
+ * Damage (fsafe.h, "Damage"): damaged bytes are never deleted, repair
+ * moves them to quarantine/ with a reason; nothing acknowledged and
+ * undamaged is dropped: load can fall back to the newest intact generation
+ * and repair rebuilds CURRENT from it, and while CURRENT is missing or
+ * unreadable nothing removes a generation; a commit never reuses a number
+ * that exists or existed (gen-* entries, quarantine/, events.log); every
+ * loss is reported (check, an event, the CLI's warning); every file is
+ * opened without following links or blocking (a FIFO, a socket) and its
+ * type checked first; read-only calls change nothing.
  */
 #ifndef FSAFE_CHECKPOINT_H
 #define FSAFE_CHECKPOINT_H
