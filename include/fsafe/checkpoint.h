@@ -165,10 +165,12 @@ enum {
 
 /* What a load or verify found wrong. */
 struct fsafe_checkpoint_damage {
-	uint64_t generation; /* the damaged generation; 0: nothing found */
+	/* The damaged generation; 0: nothing found, or (file "CURRENT")
+	   CURRENT itself is missing, malformed or not a regular file. */
+	uint64_t generation;
 	int code;            /* -EBADMSG (hash, size or manifest), -ENOENT... */
 	/* The file that failed, as the manifest names it; "" when the
-	   manifest itself did. */
+	   manifest (or the generation's directory) did; "CURRENT". */
 	char file[FSAFE_CHECKPOINT_NAME_MAX + 1];
 };
 
@@ -222,7 +224,7 @@ FSAFE_API void fsafe_checkpoint_snapshot_free(fsafe_checkpoint_snapshot *s);
 
 /*
  * The generations present that load could use (those not newer than
- * CURRENT), oldest first: fills up to `max` sequence numbers and returns
+ * CURRENT; every one while CURRENT is damaged), oldest first: fills up to `max` sequence numbers and returns
  * how many there are (which may exceed max), or a negative errno.
  */
 FSAFE_API int fsafe_checkpoint_generations(fsafe_checkpoint *cp,
