@@ -401,7 +401,8 @@ static int open_quarantine(int dirfd, bool create)
  * damaged bytes are kept as they were found, out of the way. The new name
  * goes to `as` (NAME_MAX + 1 bytes). Made durable before it returns.
  */
-static int quarantine(int dirfd, const char *name, const char *why, char *as)
+static int quarantine_from(int dirfd, int srcfd, const char *name,
+                           const char *qname, const char *why, char *as)
 {
 	struct fsafe_write_opts o = FSAFE_WRITE_OPTS_INIT;
 	char note[NAME_MAX + 1];
@@ -410,11 +411,13 @@ static int quarantine(int dirfd, const char *name, const char *why, char *as)
 
 	if (qfd < 0)
 		return qfd;
-	snprintf(as, NAME_MAX + 1, "%s", name);
+	snprintf(as, NAME_MAX + 1, "%s", qname);
 	for (unsigned i = 1; i < 100000 &&
 	     fsafe__fstatat(qfd, as, &st, AT_SYMLINK_NOFOLLOW) == 0; i++)
-		snprintf(as, NAME_MAX + 1, "%.200s.%u", name, i);
-	r = fsafe__renameat(dirfd, name, qfd, as);
+		snprintf(as, NAME_MAX + 1, "%.200s.%u", qname, i);
+	r = fsafe__renameat(srcfd, name, qfd, as);
+	if (r == 0 && srcfd != dirfd)
+		r = fsafe__fsync(srcfd);
 	if (r == 0) {
 		snprintf(note, sizeof(note), "%.240s.why", as);
 		o.flags = FSAFE_NO_FOLLOW;
@@ -426,6 +429,11 @@ static int quarantine(int dirfd, const char *name, const char *why, char *as)
 	}
 	fsafe__close(qfd);
 	return r;
+}
+
+static int quarantine(int dirfd, const char *name, const char *why, char *as)
+{
+	return quarantine_from(dirfd, dirfd, name, name, why, as);
 }
 
 /* CURRENT into quarantine/, with the reason, and an event. */
@@ -1485,6 +1493,62 @@ static void fix_quarantine(struct walk *w, const char *name, const char *why,
 	}
 }
 
+/*
+ * Entries of an intact generation that its manifest does not name (a
+ * file copied in, a leftover): not part of the set, so each goes to
+ * quarantine alone as "gen-N.NAME"; the generation itself stays.
+ */
+static void walk_strays(struct walk *w, uint64_t seq)
+{
+	char g[GEN_NAME_LEN + 1], path[600], qname[NAME_MAX + 1], why[700];
+	char action[600], as[NAME_MAX + 1];
+	struct fsafe__manifest m;
+	struct fsafe__dir *d = malloc(sizeof(*d));
+	const char *name;
+	unsigned char type;
+	int gfd, lfd;
+
+	gen_name(seq, g);
+	if (!d || (gfd = fsafe__open_subdir(w->dirfd, g)) < 0) {
+		free(d);
+		return;
+	}
+	if (manifest_read(gfd, seq, &m) == 0 &&
+	    (lfd = fsafe__open_dir(gfd, ".")) >= 0) {
+		fsafe__dir_init(d, lfd);
+		while (!w->stop && fsafe__dir_next(d, &name, &type) > 0) {
+			struct fsafe__ckpt_entry key = { .name = (char *)name };
+			if (!strcmp(name, FSAFE__CKPT_MANIFEST) ||
+			    (m.n && bsearch(&key, m.e, m.n, sizeof(key),
+			                    fsafe__manifest_cmp_entry)))
+				continue;
+			snprintf(path, sizeof(path), "%s/%.255s", g, name);
+			snprintf(qname, sizeof(qname), "%s.%.200s", g, name);
+			snprintf(why, sizeof(why), "%s: not in the manifest\n",
+			         path);
+			if (w->cp) {
+				int r = quarantine_from(w->dirfd, gfd, name,
+				                        qname, why, as);
+				if (r == 0)
+					snprintf(action, sizeof(action),
+					         "quarantined as %s/%s",
+					         FSAFE__CKPT_QUARANTINE, as);
+				else
+					snprintf(action, sizeof(action),
+					         "not quarantined: %s",
+					         fsafe_strerror(r));
+				w->unfixed |= r < 0;
+			}
+			report(w, path, "not in the manifest (a stray entry)",
+			       w->cp ? action : NULL, 0);
+		}
+		fsafe__close(lfd);
+		fsafe__manifest_free(&m);
+	}
+	fsafe__close(gfd);
+	free(d);
+}
+
 /* Every generation; returns the newest intact one load may use. */
 static uint64_t walk_gens(struct walk *w, uint64_t cur, int cur_err)
 {
@@ -1499,6 +1563,7 @@ static uint64_t walk_gens(struct walk *w, uint64_t cur, int cur_err)
 		int r = gen_verify(w->dirfd, v[i], path, what, sizeof(path));
 		if (r == 0 && !partial) {
 			best = v[i];
+			walk_strays(w, v[i]);
 			continue;
 		}
 		if (r < 0)

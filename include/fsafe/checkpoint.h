@@ -264,7 +264,8 @@ FSAFE_API int fsafe_checkpoint_check(int dirfd, const char *path,
 /*
  * Repair the checkpoint in `path` under its lock (-EWOULDBLOCK while a
  * writer holds it): each damaged or unfinished generation, a damaged
- * CURRENT, and an events.log, OPEN or LOCK that is not a regular file go
+ * CURRENT, an entry of an intact generation that its manifest does not
+ * name (alone), and an events.log, OPEN or LOCK that is not a regular file go
  * to quarantine/ (with "<name>.why", the reason); CURRENT is rebuilt to
  * name the newest intact generation (not one newer than a CURRENT that
  * was readable); a log with damaged records goes to quarantine and its
