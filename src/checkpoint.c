@@ -121,6 +121,23 @@ static int read_file_at(int dirfd, const char *name, size_t max, char **out,
 
 /* ---- the handle ---------------------------------------------------------- */
 
+/* A sorted set of generation numbers. */
+struct u64set {
+	uint64_t *v;
+	size_t n, cap;
+};
+
+/*
+ * What the audit trail says: the highest number it names, and the
+ * generations saved and never removed or quarantined since ("live"): a
+ * live generation newer than CURRENT is no unfinished save but a CURRENT
+ * set back; a live one that is missing was lost.
+ */
+struct trail {
+	uint64_t max;
+	struct u64set saved, gone;
+};
+
 struct fsafe_checkpoint {
 	int dirfd;
 	unsigned flags, keep;
@@ -137,6 +154,7 @@ struct fsafe_checkpoint {
 	   generation is removed. */
 	int cur_err;
 	uint64_t seen;      /* the highest generation number ever seen */
+	struct trail trail; /* writer: the audit trail as open found it */
 };
 
 /* ---- the event log ------------------------------------------------------- */
@@ -339,28 +357,75 @@ static bool current_damaged(int r)
 	       r == -ELOOP || r == -ENXIO; /* ENXIO: a socket */
 }
 
-static int max_event_gen(const struct fsafe_checkpoint_event *e, void *arg)
-{
-	uint64_t *max = arg;
 
-	if (e->generation <= GEN_MAX && e->generation > *max)
-		*max = e->generation;
+static void set_add(struct u64set *s, uint64_t x)
+{
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? 2 * s->cap : 16;
+		uint64_t *nv = realloc(s->v, cap * sizeof(*nv));
+		if (!nv)
+			return; /* a shorter set: only less is known */
+		s->v = nv, s->cap = cap;
+	}
+	s->v[s->n++] = x;
+}
+
+static bool set_has(const struct u64set *s, uint64_t x)
+{
+	return s->n && bsearch(&x, s->v, s->n, sizeof(x), cmp_u64);
+}
+
+static int trail_event(const struct fsafe_checkpoint_event *e, void *arg)
+{
+	struct trail *t = arg;
+
+	if (e->generation > GEN_MAX)
+		return 0;
+	if (e->generation > t->max)
+		t->max = e->generation;
+	if (e->kind == FSAFE_CHECKPOINT_EV_SAVED)
+		set_add(&t->saved, e->generation);
+	else if (e->kind == FSAFE_CHECKPOINT_EV_REMOVED ||
+	         (e->kind == FSAFE_CHECKPOINT_EV_QUARANTINED && e->generation))
+		set_add(&t->gone, e->generation);
 	return 0;
+}
+
+static void trail_read(int dirfd, struct trail *t)
+{
+	memset(t, 0, sizeof(*t));
+	fsafe_checkpoint_events(dirfd, ".", trail_event, t, NULL);
+	if (t->saved.n)
+		qsort(t->saved.v, t->saved.n, sizeof(uint64_t), cmp_u64);
+	if (t->gone.n)
+		qsort(t->gone.v, t->gone.n, sizeof(uint64_t), cmp_u64);
+}
+
+static bool trail_live(const struct trail *t, uint64_t seq)
+{
+	return set_has(&t->saved, seq) && !set_has(&t->gone, seq);
+}
+
+static void trail_free(struct trail *t)
+{
+	free(t->saved.v);
+	free(t->gone.v);
+	memset(t, 0, sizeof(*t));
 }
 
 /*
  * The highest generation number this checkpoint ever used: every gen-*
  * entry present (of any type), every one in quarantine/, and every one the
- * audit trail names. A save takes a number above it, so a lost CURRENT
+ * audit trail names (t). A save takes a number above it, so a lost CURRENT
  * never makes a number stand for two different sets.
  */
-static uint64_t seen_max(int dirfd)
+static uint64_t seen_max(int dirfd, const struct trail *t)
 {
-	uint64_t *v = NULL, max = 0;
+	uint64_t *v = NULL, max = t->max;
 	size_t n = 0;
 	int qfd;
 
-	if (list_gens(dirfd, false, &v, &n) == 0 && n)
+	if (list_gens(dirfd, false, &v, &n) == 0 && n && v[n - 1] > max)
 		max = v[n - 1];
 	free(v);
 	if ((qfd = fsafe__open_subdir(dirfd, FSAFE__CKPT_QUARANTINE)) >= 0) {
@@ -379,7 +444,6 @@ static uint64_t seen_max(int dirfd)
 		}
 		fsafe__close(qfd);
 	}
-	fsafe_checkpoint_events(dirfd, ".", max_event_gen, &max, NULL);
 	return max;
 }
 
@@ -518,7 +582,10 @@ static int tidy(fsafe_checkpoint *cp)
 	for (size_t i = 0; i < n; i++)
 		older += v[i] <= cp->current;
 	for (size_t i = 0; i < n; i++) {
-		bool partial = v[i] > cp->current;
+		/* Saved once (the trail says so): CURRENT was set back,
+		   this is no unfinished save. */
+		bool partial = v[i] > cp->current &&
+		               !trail_live(&cp->trail, v[i]);
 		bool old = !partial && older > cp->keep && i < older - cp->keep;
 		if ((partial || old) && (r = remove_gen(cp, v[i], true)) < 0 && !first)
 			first = r;
@@ -938,7 +1005,8 @@ static int open_writer(fsafe_checkpoint *cp)
 	   place: damage that check reports) never stops the store. */
 	if (open_log(cp) < 0)
 		cp->logfd = fsafe__close(cp->logfd);
-	cp->seen = seen_max(cp->dirfd);
+	trail_read(cp->dirfd, &cp->trail);
+	cp->seen = seen_max(cp->dirfd, &cp->trail);
 	/* The recovery: nothing a dead writer left may survive. Under the
 	   lock no live writer of ours can own a staging file here. A
 	   generation that cannot be removed (damaged) stays for repair. */
@@ -955,6 +1023,7 @@ static void cp_free(fsafe_checkpoint *cp)
 {
 	fsafe__close(cp->logfd);
 	fsafe__close(cp->dirfd);
+	trail_free(&cp->trail);
 	free(cp->revision);
 	free(cp);
 }
@@ -1394,6 +1463,7 @@ struct walk {
 	void *arg;
 	int count, stop;
 	bool unfixed;         /* something repair could not deal with */
+	struct trail trail;   /* what the audit trail says */
 };
 
 static int report(struct walk *w, const char *path, const char *what,
@@ -1549,6 +1619,31 @@ static void walk_strays(struct walk *w, uint64_t seq)
 	free(d);
 }
 
+/*
+ * Generations the trail says were saved and never removed, but that are
+ * not there (present: v, n entries, sorted): lost, and only the trail
+ * knows. Repair records the loss (a "removed" event), nothing else can
+ * be done. (A crash between removing a generation and recording it shows
+ * here too.)
+ */
+static void walk_missing(struct walk *w, const uint64_t *v, size_t n)
+{
+	char name[GEN_NAME_LEN + 1];
+
+	for (size_t i = 0; i < w->trail.saved.n && !w->stop; i++) {
+		uint64_t s = w->trail.saved.v[i];
+		if ((i && s == w->trail.saved.v[i - 1]) ||
+		    !trail_live(&w->trail, s) ||
+		    (n && bsearch(&s, v, n, sizeof(s), cmp_u64)))
+			continue;
+		gen_name(s, name);
+		if (w->cp)
+			log_event(w->cp, FSAFE_CHECKPOINT_EV_REMOVED, s);
+		report(w, name, "missing (saved, and never removed)",
+		       w->cp ? "recorded as lost in events.log" : NULL, 1);
+	}
+}
+
 /* Every generation; returns the newest intact one load may use. */
 static uint64_t walk_gens(struct walk *w, uint64_t cur, int cur_err)
 {
@@ -1559,7 +1654,8 @@ static uint64_t walk_gens(struct walk *w, uint64_t cur, int cur_err)
 	if (list_gens(w->dirfd, false, &v, &n) < 0)
 		return 0;
 	for (size_t i = 0; i < n && !w->stop; i++) {
-		bool partial = !cur_err && v[i] > cur;
+		bool partial = !cur_err && v[i] > cur &&
+		               !trail_live(&w->trail, v[i]);
 		int r = gen_verify(w->dirfd, v[i], path, what, sizeof(path));
 		if (r == 0 && !partial) {
 			best = v[i];
@@ -1581,6 +1677,7 @@ static uint64_t walk_gens(struct walk *w, uint64_t cur, int cur_err)
 			               sizeof(action));
 		report(w, path, what, w->cp ? action : NULL, partial ? 0 : 1);
 	}
+	walk_missing(w, v, n);
 	free(v);
 	return best;
 }
@@ -1598,6 +1695,12 @@ static void walk_current(struct walk *w, uint64_t cur, int cur_err,
 		         sizeof(what));
 		if (cur_err == -EBADMSG)
 			snprintf(what, sizeof(what), "malformed");
+	} else if (best > cur) {
+		char b[GEN_NAME_LEN + 1];
+		gen_name(cur, g);
+		gen_name(best, b);
+		snprintf(what, sizeof(what), "names %s, but %s was saved after "
+		         "it", g, b);
 	} else {
 		gen_name(cur, g);
 		snprintf(what, sizeof(what), "names %s, which is missing or "
@@ -1757,6 +1860,7 @@ static void walk_store(struct walk *w)
 		if (w->cp)
 			return; /* nothing can be kept safe: change nothing */
 	}
+	trail_read(w->dirfd, &w->trail);
 	if (cur_err < 0 && !current_damaged(cur_err)) {
 		/* Not damage but a failure to look: which generation is
 		   complete is unknown, so nothing is judged or moved. */
@@ -1785,6 +1889,7 @@ int fsafe_checkpoint_check(int dirfd, const char *path, fsafe_damage_fn fn,
 	if ((w.dirfd = fsafe__open_dir(dirfd, path)) < 0)
 		return w.dirfd;
 	walk_store(&w);
+	trail_free(&w.trail);
 	fsafe__close(w.dirfd);
 	return w.stop ? w.stop : w.count;
 }
@@ -1835,6 +1940,7 @@ int fsafe_checkpoint_repair(int dirfd, const char *path, fsafe_damage_fn fn,
 	/* The files last: the log takes the events above first. */
 	if (!w.stop)
 		walk_files(&w);
+	trail_free(&w.trail);
 	/* OPEN may have gone to quarantine: close expects its own. */
 	int m = fsafe__openat(cp->dirfd, FSAFE__CKPT_MARKER,
 	                      O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK,

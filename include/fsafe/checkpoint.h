@@ -268,7 +268,9 @@ FSAFE_API int fsafe_checkpoint_check(int dirfd, const char *path,
  * name (alone), and an events.log, OPEN or LOCK that is not a regular file go
  * to quarantine/ (with "<name>.why", the reason); CURRENT is rebuilt to
  * name the newest intact generation (not one newer than a CURRENT that
- * was readable); a log with damaged records goes to quarantine and its
+ * was readable, unless events.log says it was saved: CURRENT was set
+ * back); a generation events.log says was saved and never removed, but
+ * missing, is reported as lost and the loss recorded; a log with damaged records goes to quarantine and its
  * intact records are written back. Each step is an event. Returns the
  * number of problems dealt with, or a negative errno.
  */

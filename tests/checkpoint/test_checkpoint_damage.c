@@ -264,6 +264,49 @@ static void damaged_generation_goes_to_quarantine(void **state)
 	assert_int_equal(save(fx->dir, "next"), 3);
 }
 
+/* CURRENT set back (an old copy put in place): the newer generation the
+   trail says was saved is no unfinished save, and nothing removes it;
+   check says so and repair points CURRENT at it again. */
+static void current_set_back_removes_nothing(void **state)
+{
+	struct tu_fx *fx = *state;
+	struct seen seen = { 0 };
+
+	two_saves(fx->dir);
+	tu_put(fx->dir, "CURRENT", "gen-000000000001\n", 17);
+	fsafe_checkpoint *cp = open_cp(fx->dir, 0);
+	assert_int_equal(fsafe_checkpoint_close(cp), 0);
+	assert_true(exists(fx->dir, "gen-000000000002"));
+	assert_int_equal(fsafe_checkpoint_check(AT_FDCWD, fx->dir, collect,
+	                                        &seen), 1);
+	assert_string_equal(seen.path[0], "CURRENT");
+	assert_int_equal(fsafe_checkpoint_repair(AT_FDCWD, fx->dir, NULL, NULL),
+	                 1);
+	assert_int_equal(load_expect(fx->dir, 0, 2, two), 0);
+}
+
+/* A saved generation removed by hand: only the trail knows, and check
+   reports it as a loss; repair records it. */
+static void missing_generation_is_a_reported_loss(void **state)
+{
+	struct tu_fx *fx = *state;
+	struct seen seen = { 0 };
+	char cmd[4200];
+
+	two_saves(fx->dir);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s/gen-000000000001", fx->dir);
+	assert_int_equal(system(cmd), 0);
+	assert_int_equal(fsafe_checkpoint_check(AT_FDCWD, fx->dir, collect,
+	                                        &seen), 1);
+	assert_string_equal(seen.path[0], "gen-000000000001");
+	assert_int_equal(seen.lost, 1);
+	assert_int_equal(fsafe_checkpoint_repair(AT_FDCWD, fx->dir, NULL, NULL),
+	                 1);
+	assert_int_equal(fsafe_checkpoint_check(AT_FDCWD, fx->dir, NULL, NULL),
+	                 0);
+	assert_int_equal(load_expect(fx->dir, 0, 2, two), 0);
+}
+
 /* Every command against a FIFO in place of `name`, in a child that an
    alarm kills if anything blocks. */
 static int every_command(const char *dir)
@@ -351,6 +394,12 @@ int main(void)
 			tu_fx_teardown),
 		cmocka_unit_test_setup_teardown(fifos_never_block, tu_fx_setup,
 		                                tu_fx_teardown),
+		cmocka_unit_test_setup_teardown(
+			current_set_back_removes_nothing, tu_fx_setup,
+			tu_fx_teardown),
+		cmocka_unit_test_setup_teardown(
+			missing_generation_is_a_reported_loss, tu_fx_setup,
+			tu_fx_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -205,8 +205,7 @@ static int cli(const struct world *w, const char *verb, const char *opt,
 /*
  * Damage a checkpoint cannot tell from an intact state: a no-op
  * truncation, events.log cut at a record boundary or removed (the audit
- * trail is not data), an OPEN marker's bytes or its removal, a generation
- * older than CURRENT deleted whole (rotation does that too).
+ * trail is not data), an OPEN marker's bytes or its removal.
  */
 static bool must_report(const struct dmg_case *c, off_t size,
                         const off_t *bounds, size_t nb)
@@ -230,9 +229,6 @@ static bool must_report(const struct dmg_case *c, off_t size,
 	if (!strcmp(cls, "OPEN"))
 		return c->kind != DMG_DELETE && c->kind != DMG_TRUNCATE &&
 		       c->kind != DMG_FLIP && c->kind != DMG_ZERO8;
-	if (!strcmp(cls, "generation") && c->kind == DMG_DELETE &&
-	    held_in(c->path) == 2)
-		return false;
 	return true;
 }
 
