@@ -8,7 +8,7 @@
  *
  * After each case every CLI command (check, ls, verify, log, load
  * --fallback, repair, check, save) finishes within a time bound; nothing
- * outside the store changed; after repair every acknowledged generation
+ * outside the store changed, nor inside it before repair; after repair every acknowledged generation
  * that does not hold the damaged artifact loads byte-identical, and a plain
  * load gives the newest of them; check reports the damage whenever the
  * damage changed something a checkpoint can tell (see `must_report`).
@@ -262,11 +262,18 @@ static void one_case(struct world *w, const struct dmg_case *c,
 		snprintf(name, sizeof(name), "%s %s", dc->what, dc->to);
 	}
 	char *before = snap_take(w->world, "ck");
+	char *store = snap_take(w->ck, NULL);
 	int checked = cli(w, "check", NULL, NULL);
 	static const char *const ro[] = { "ls", "verify", "log" };
 	for (size_t i = 0; i < 3; i++)
 		hung |= cli(w, ro[i], NULL, NULL) == -ETIMEDOUT;
 	hung |= cli(w, "load", "--fallback", w->out) == -ETIMEDOUT;
+	/* The read-only commands changed nothing in the store either. */
+	char *store_now = snap_take(w->ck, NULL);
+	if (strcmp(store, store_now) != 0)
+		fail_msg("%s: a read-only command changed the store", name);
+	free(store);
+	free(store_now);
 	int repaired = cli(w, "repair", NULL, NULL);
 	hung |= checked == -ETIMEDOUT || repaired == -ETIMEDOUT;
 	int after = cli(w, "check", NULL, NULL);
