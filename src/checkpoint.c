@@ -1644,6 +1644,23 @@ static void walk_missing(struct walk *w, const uint64_t *v, size_t n)
 	}
 }
 
+/*
+ * Whether a live writer holds the checkpoint: then a generation newer than
+ * CURRENT is its save in progress, not damage. LOCK is looked at only if it
+ * is a regular file (a FIFO there must not block the check).
+ */
+static bool writer_alive(int dirfd)
+{
+	struct fsafe_lock_owner o = { .size = sizeof(o) };
+	struct stat st;
+
+	if (fsafe__fstatat(dirfd, FSAFE__CKPT_LOCK, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    !S_ISREG(st.st_mode) ||
+	    fsafe_lock_inspect(dirfd, FSAFE__CKPT_LOCK, &o) < 0)
+		return false;
+	return o.liveness != FSAFE_OWNER_DEAD;
+}
+
 /* Every generation; returns the newest intact one load may use. */
 static uint64_t walk_gens(struct walk *w, uint64_t cur, int cur_err)
 {
@@ -1664,6 +1681,10 @@ static uint64_t walk_gens(struct walk *w, uint64_t cur, int cur_err)
 		}
 		if (r < 0)
 			break;
+		/* check beside a live writer: its save, not damage. (repair
+		   holds the lock itself.) */
+		if (partial && !w->cp && writer_alive(w->dirfd))
+			continue;
 		gen_name(v[i], name);
 		if (partial) {
 			snprintf(path, sizeof(path), "%s", name);

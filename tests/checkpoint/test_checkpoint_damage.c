@@ -307,6 +307,32 @@ static void missing_generation_is_a_reported_loss(void **state)
 	assert_int_equal(load_expect(fx->dir, 0, 2, two), 0);
 }
 
+/* A save in progress is no damage to a check beside it; the same
+   unfinished generation with no writer left is. */
+static void check_beside_a_live_save(void **state)
+{
+	struct tu_fx *fx = *state;
+	fsafe_checkpoint_tx *tx;
+	struct seen seen = { 0 };
+
+	two_saves(fx->dir);
+	fsafe_checkpoint *cp = open_cp(fx->dir, 0);
+	assert_int_equal(fsafe_checkpoint_begin(cp, &tx), 0);
+	assert_int_equal(fsafe_checkpoint_add(tx, "a", "x", 1), 0);
+	assert_true(exists(fx->dir, "gen-000000000003"));
+	assert_int_equal(fsafe_checkpoint_check(AT_FDCWD, fx->dir, NULL, NULL),
+	                 0);
+	fsafe_checkpoint_abort(tx);
+	assert_int_equal(fsafe_checkpoint_close(cp), 0);
+	char p[4096];
+	snprintf(p, sizeof(p), "%s/gen-000000000003", fx->dir);
+	assert_int_equal(mkdir(p, 0755), 0);
+	assert_int_equal(fsafe_checkpoint_check(AT_FDCWD, fx->dir, collect,
+	                                        &seen), 1);
+	assert_string_equal(seen.path[0], "gen-000000000003");
+	assert_int_equal(seen.lost, 0);
+}
+
 /* Every command against a FIFO in place of `name`, in a child that an
    alarm kills if anything blocks. */
 static int every_command(const char *dir)
@@ -400,6 +426,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(
 			missing_generation_is_a_reported_loss, tu_fx_setup,
 			tu_fx_teardown),
+		cmocka_unit_test_setup_teardown(check_beside_a_live_save,
+		                                tu_fx_setup, tu_fx_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
