@@ -254,9 +254,10 @@ FSAFE_API int fsafe_checkpoint_current_error(const fsafe_checkpoint *cp);
 /*
  * Check the checkpoint in `path` without changing anything (fsafe.h,
  * "Damage"): every generation's directory, manifest and files (each
- * read and hashed), CURRENT, events.log, OPEN, LOCK and quarantine/. A
+ * read and hashed), CURRENT, events.log, OPEN, LOCK and quarantine/, and
+ * the generations events.log says were saved and never removed. A
  * generation newer than CURRENT (a save that did not finish) is reported
- * too. Returns the number of problems, 0 clean, or a negative errno.
+ * too, unless a live writer holds the lock (its save in progress). Returns the number of problems, 0 clean, or a negative errno.
  */
 FSAFE_API int fsafe_checkpoint_check(int dirfd, const char *path,
                                      fsafe_damage_fn fn, void *arg);
