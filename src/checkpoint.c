@@ -21,14 +21,15 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "events.h"
 #include "fsafe.h"
 #include "fsafe/batch.h"
 #include "fsafe/checkpoint.h"
 #include "fsafe/lock.h"
+#include "manifest.h"
 #include "sys.h"
 #include "writer.h"
 
-#define FORMAT_VERSION 1
 #define MANIFEST_MAX ((size_t)256 << 20)
 #define LOG_MAX ((size_t)256 << 20)
 #define GEN_MAX UINT64_C(999999999999)
@@ -70,26 +71,6 @@ static uint64_t gen_parse(const char *name)
 	return seq;
 }
 
-static bool has_control(const char *s)
-{
-	for (; *s; s++)
-		if ((unsigned char)*s < 0x20 || *s == 0x7f)
-			return true;
-	return false;
-}
-
-static int check_file_name(const char *name)
-{
-	size_t n = name ? strlen(name) : 0;
-
-	if (n == 0 || n > FSAFE_CHECKPOINT_NAME_MAX || strchr(name, '/') ||
-	    !strcmp(name, ".") || !strcmp(name, "..") ||
-	    !strcmp(name, FSAFE__CKPT_MANIFEST) || has_control(name) ||
-	    fsafe_is_staging_name(name))
-		return -EINVAL;
-	return 0;
-}
-
 /* Read all of fd (at most max bytes) into a NUL-terminated buffer. */
 static int read_all(int fd, size_t max, char **out, size_t *len)
 {
@@ -129,7 +110,7 @@ static int read_all(int fd, size_t max, char **out, size_t *len)
 static int read_file_at(int dirfd, const char *name, size_t max, char **out,
                         size_t *len)
 {
-	int fd = fsafe__openat(dirfd, name, O_RDONLY | O_NOFOLLOW, 0);
+	int fd = fsafe__open_regular(dirfd, name, O_RDONLY, NULL);
 
 	if (fd < 0)
 		return fd;
@@ -139,6 +120,23 @@ static int read_file_at(int dirfd, const char *name, size_t max, char **out,
 }
 
 /* ---- the handle ---------------------------------------------------------- */
+
+/* A sorted set of generation numbers. */
+struct u64set {
+	uint64_t *v;
+	size_t n, cap;
+};
+
+/*
+ * What the audit trail says: the highest number it names, and the
+ * generations saved and never removed or quarantined since ("live"): a
+ * live generation newer than CURRENT is no unfinished save but a CURRENT
+ * set back; a live one that is missing was lost.
+ */
+struct trail {
+	uint64_t max;
+	struct u64set saved, gone;
+};
 
 struct fsafe_checkpoint {
 	int dirfd;
@@ -152,34 +150,14 @@ struct fsafe_checkpoint {
 	bool unclean;
 	bool in_tx;
 	uint64_t current;
+	/* Why CURRENT cannot be trusted (0: it can): while it is not, no
+	   generation is removed. */
+	int cur_err;
+	uint64_t seen;      /* the highest generation number ever seen */
+	struct trail trail; /* writer: the audit trail as open found it */
 };
 
 /* ---- the event log ------------------------------------------------------- */
-
-static const char *const event_names[] = { NULL, "saved", "loaded",
-                                           "recovered", "removed" };
-
-const char *fsafe_checkpoint_event_name(enum fsafe_checkpoint_event_kind k)
-{
-	return k >= 1 && k <= 4 ? event_names[k] : NULL;
-}
-
-/*
- * One record: "<time_ms> <pid> <event> <generation> <check>\n", where
- * check is the first 8 hex digits of the SHA-256 of the text before it,
- * so a torn or garbage tail (an append cut by a power loss) is told from
- * a record.
- */
-static int format_event(char *buf, size_t len, int64_t t, pid_t pid,
-                        enum fsafe_checkpoint_event_kind k, uint64_t gen)
-{
-	char hex[65];
-	int n = snprintf(buf, len, "%" PRId64 " %ld %s %" PRIu64, t, (long)pid,
-	                 event_names[k], gen);
-
-	fsafe__sha256_hex_of(buf, (size_t)n, hex);
-	return n + snprintf(buf + n, len - (size_t)n, " %.8s\n", hex);
-}
 
 /*
  * Append one event durably. pwrite at the size we hold: the fd is
@@ -198,7 +176,7 @@ static void log_event(fsafe_checkpoint *cp, enum fsafe_checkpoint_event_kind k,
 		return;
 	if (cp->log_newline)
 		rec[n++] = '\n';
-	n += (size_t)format_event(rec + n, sizeof(rec) - n, now_ms(), getpid(),
+	n += (size_t)fsafe__event_format(rec + n, sizeof(rec) - n, now_ms(), getpid(),
 	                          k, gen);
 	ssize_t w;
 	do
@@ -215,17 +193,20 @@ static int open_log(fsafe_checkpoint *cp)
 	struct stat st;
 	char last = '\n';
 
-	cp->logfd = fsafe__openat(cp->dirfd, FSAFE__CKPT_LOG,
-	                          O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW,
-	                          0644);
+	/* Created first, then opened as a regular file: a FIFO or a link in
+	   its place must neither block nor lead out of the store. */
+	int fd = fsafe__openat(cp->dirfd, FSAFE__CKPT_LOG,
+	                       O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+	                       O_NONBLOCK, 0644);
+	if (fd >= 0)
+		fsafe__close(fd);
+	cp->logfd = fsafe__open_regular(cp->dirfd, FSAFE__CKPT_LOG,
+	                                O_WRONLY | O_APPEND, &st);
 	if (cp->logfd < 0)
 		return cp->logfd;
-	int r = fsafe__fstat(cp->logfd, &st);
-	if (r < 0)
-		return r;
 	if (st.st_size > 0) {
-		int rfd = fsafe__openat(cp->dirfd, FSAFE__CKPT_LOG,
-		                        O_RDONLY | O_NOFOLLOW, 0);
+		int rfd = fsafe__open_regular(cp->dirfd, FSAFE__CKPT_LOG,
+		                              O_RDONLY, NULL);
 		if (rfd < 0)
 			return rfd;
 		if (SYS->pread(rfd, &last, 1, st.st_size - 1) != 1)
@@ -234,33 +215,6 @@ static int open_log(fsafe_checkpoint *cp)
 	}
 	cp->log_newline = last != '\n';
 	return 0;
-}
-
-static bool parse_event(const char *line, struct fsafe_checkpoint_event *e)
-{
-	char name[16], check[9], hex[65];
-	long long t;
-	long pid;
-	unsigned long long gen;
-	int end = 0;
-
-	if (sscanf(line, "%lld %ld %15s %llu %n", &t, &pid, name, &gen, &end) != 4 ||
-	    end < 2 || sscanf(line + end, "%8[0-9a-f]", check) != 1 ||
-	    strlen(check) != 8 || line[end + 8] != '\0')
-		return false;
-	fsafe__sha256_hex_of(line, (size_t)end - 1, hex);
-	if (strncmp(hex, check, 8) != 0)
-		return false;
-	for (int k = 1; k <= 4; k++) {
-		if (strcmp(name, event_names[k]) == 0) {
-			*e = (struct fsafe_checkpoint_event){
-				.time_ms = t, .pid = (pid_t)pid,
-				.kind = (enum fsafe_checkpoint_event_kind)k,
-				.generation = gen };
-			return true;
-		}
-	}
-	return false;
 }
 
 int fsafe_checkpoint_events(int dirfd, const char *path,
@@ -280,15 +234,7 @@ int fsafe_checkpoint_events(int dirfd, const char *path,
 	fsafe__close(dfd);
 	if (r < 0)
 		return r;
-	char *save = NULL;
-	for (char *line = strtok_r(text, "\n", &save); line && r == 0;
-	     line = strtok_r(NULL, "\n", &save)) {
-		struct fsafe_checkpoint_event e;
-		if (parse_event(line, &e))
-			r = fn(&e, arg);
-		else
-			bad++;
-	}
+	r = fsafe__events_parse(text, len, fn, arg, &bad);
 	free(text);
 	if (damaged)
 		*damaged = bad;
@@ -325,6 +271,7 @@ static int write_current(fsafe_checkpoint *cp, uint64_t seq)
 	gen_name(seq, text);
 	text[GEN_NAME_LEN] = '\n';
 	o.mode = 0644;
+	o.flags = FSAFE_NO_FOLLOW;
 	return fsafe_write_fileat(cp->dirfd, FSAFE__CKPT_CURRENT, text,
 	                          GEN_NAME_LEN + 1, &o);
 }
@@ -338,8 +285,9 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Every gen-* entry's sequence number, sorted. */
-static int list_gens(int dirfd, uint64_t **out, size_t *n)
+/* Every gen-* entry's sequence number (only directories', or every
+   entry's), sorted. */
+static int list_gens(int dirfd, bool dirs_only, uint64_t **out, size_t *n)
 {
 	struct fsafe__dir *d = malloc(sizeof(*d));
 	uint64_t *v = NULL;
@@ -357,7 +305,7 @@ static int list_gens(int dirfd, uint64_t **out, size_t *n)
 	fsafe__dir_init(d, fd);
 	while ((r = fsafe__dir_next(d, &name, &type)) > 0) {
 		uint64_t seq = gen_parse(name);
-		if (!seq || (type != DT_DIR && type != DT_UNKNOWN))
+		if (!seq || (dirs_only && type != DT_DIR && type != DT_UNKNOWN))
 			continue;
 		if (*n == cap) {
 			cap = cap ? 2 * cap : 8;
@@ -380,6 +328,188 @@ static int list_gens(int dirfd, uint64_t **out, size_t *n)
 		qsort(v, *n, sizeof(*v), cmp_u64);
 	*out = v;
 	return 0;
+}
+
+/*
+ * The generation CURRENT names, or why it cannot be trusted: -ENOENT when
+ * it is missing but generations exist (lost, not a new checkpoint),
+ * -EBADMSG when malformed, -EISDIR / -EBADFD / -ELOOP when it is not a
+ * regular file. 0 with *seq 0: a checkpoint never saved.
+ */
+static int current_state(int dirfd, uint64_t *seq)
+{
+	uint64_t *v = NULL;
+	size_t n = 0;
+	int r = read_current(dirfd, seq);
+
+	if (r < 0 || *seq)
+		return r;
+	if ((r = list_gens(dirfd, true, &v, &n)) < 0)
+		return r;
+	free(v);
+	return n ? -ENOENT : 0;
+}
+
+/* Damage to CURRENT, as opposed to a failure to look at it. */
+static bool current_damaged(int r)
+{
+	return r == -ENOENT || r == -EBADMSG || r == -EISDIR || r == -EBADFD ||
+	       r == -ELOOP || r == -ENXIO; /* ENXIO: a socket */
+}
+
+
+static void set_add(struct u64set *s, uint64_t x)
+{
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? 2 * s->cap : 16;
+		uint64_t *nv = realloc(s->v, cap * sizeof(*nv));
+		if (!nv)
+			return; /* a shorter set: only less is known */
+		s->v = nv, s->cap = cap;
+	}
+	s->v[s->n++] = x;
+}
+
+static bool set_has(const struct u64set *s, uint64_t x)
+{
+	return s->n && bsearch(&x, s->v, s->n, sizeof(x), cmp_u64);
+}
+
+static int trail_event(const struct fsafe_checkpoint_event *e, void *arg)
+{
+	struct trail *t = arg;
+
+	if (e->generation > GEN_MAX)
+		return 0;
+	if (e->generation > t->max)
+		t->max = e->generation;
+	if (e->kind == FSAFE_CHECKPOINT_EV_SAVED)
+		set_add(&t->saved, e->generation);
+	else if (e->kind == FSAFE_CHECKPOINT_EV_REMOVED ||
+	         (e->kind == FSAFE_CHECKPOINT_EV_QUARANTINED && e->generation))
+		set_add(&t->gone, e->generation);
+	return 0;
+}
+
+static void trail_read(int dirfd, struct trail *t)
+{
+	memset(t, 0, sizeof(*t));
+	fsafe_checkpoint_events(dirfd, ".", trail_event, t, NULL);
+	if (t->saved.n)
+		qsort(t->saved.v, t->saved.n, sizeof(uint64_t), cmp_u64);
+	if (t->gone.n)
+		qsort(t->gone.v, t->gone.n, sizeof(uint64_t), cmp_u64);
+}
+
+static bool trail_live(const struct trail *t, uint64_t seq)
+{
+	return set_has(&t->saved, seq) && !set_has(&t->gone, seq);
+}
+
+static void trail_free(struct trail *t)
+{
+	free(t->saved.v);
+	free(t->gone.v);
+	memset(t, 0, sizeof(*t));
+}
+
+/*
+ * The highest generation number this checkpoint ever used: every gen-*
+ * entry present (of any type), every one in quarantine/, and every one the
+ * audit trail names (t). A save takes a number above it, so a lost CURRENT
+ * never makes a number stand for two different sets.
+ */
+static uint64_t seen_max(int dirfd, const struct trail *t)
+{
+	uint64_t *v = NULL, max = t->max;
+	size_t n = 0;
+	int qfd;
+
+	if (list_gens(dirfd, false, &v, &n) == 0 && n && v[n - 1] > max)
+		max = v[n - 1];
+	free(v);
+	if ((qfd = fsafe__open_subdir(dirfd, FSAFE__CKPT_QUARANTINE)) >= 0) {
+		struct fsafe__dir *d = malloc(sizeof(*d));
+		const char *name;
+		unsigned char type;
+		char g[GEN_NAME_LEN + 1];
+		if (d) {
+			fsafe__dir_init(d, qfd);
+			while (fsafe__dir_next(d, &name, &type) > 0) {
+				snprintf(g, sizeof(g), "%s", name);
+				uint64_t q = gen_parse(g);
+				max = q > max ? q : max;
+			}
+			free(d);
+		}
+		fsafe__close(qfd);
+	}
+	return max;
+}
+
+/* quarantine/ (made when missing and `create`), never through a link. */
+static int open_quarantine(int dirfd, bool create)
+{
+	int r = create ? fsafe__mkdirat(dirfd, FSAFE__CKPT_QUARANTINE, 0755) : 0;
+
+	if (r == 0 && create)
+		r = fsafe__fsync(dirfd);
+	if (r < 0 && r != -EEXIST)
+		return r;
+	return fsafe__open_subdir(dirfd, FSAFE__CKPT_QUARANTINE);
+}
+
+/*
+ * Move entry `name` of dirfd, whatever it is, into quarantine/ (as `name`,
+ * or `name.N` when that is taken) with a note `<as>.why` saying why: the
+ * damaged bytes are kept as they were found, out of the way. The new name
+ * goes to `as` (NAME_MAX + 1 bytes). Made durable before it returns.
+ */
+static int quarantine_from(int dirfd, int srcfd, const char *name,
+                           const char *qname, const char *why, char *as)
+{
+	struct fsafe_write_opts o = FSAFE_WRITE_OPTS_INIT;
+	char note[NAME_MAX + 1];
+	struct stat st;
+	int r, qfd = open_quarantine(dirfd, true);
+
+	if (qfd < 0)
+		return qfd;
+	snprintf(as, NAME_MAX + 1, "%s", qname);
+	for (unsigned i = 1; i < 100000 &&
+	     fsafe__fstatat(qfd, as, &st, AT_SYMLINK_NOFOLLOW) == 0; i++)
+		snprintf(as, NAME_MAX + 1, "%.200s.%u", qname, i);
+	r = fsafe__renameat(srcfd, name, qfd, as);
+	if (r == 0 && srcfd != dirfd)
+		r = fsafe__fsync(srcfd);
+	if (r == 0) {
+		snprintf(note, sizeof(note), "%.240s.why", as);
+		o.flags = FSAFE_NO_FOLLOW;
+		o.mode = 0644;
+		fsafe_write_fileat(qfd, note, why, strlen(why), &o);
+		r = fsafe__fsync(qfd);
+		if (r == 0)
+			r = fsafe__fsync(dirfd);
+	}
+	fsafe__close(qfd);
+	return r;
+}
+
+static int quarantine(int dirfd, const char *name, const char *why, char *as)
+{
+	return quarantine_from(dirfd, dirfd, name, name, why, as);
+}
+
+/* CURRENT into quarantine/, with the reason, and an event. */
+static int quarantine_current(fsafe_checkpoint *cp)
+{
+	char why[128], as[NAME_MAX + 1];
+
+	snprintf(why, sizeof(why), "CURRENT: %s\n", fsafe_strerror(cp->cur_err));
+	int r = quarantine(cp->dirfd, FSAFE__CKPT_CURRENT, why, as);
+	if (r == 0)
+		log_event(cp, FSAFE_CHECKPOINT_EV_QUARANTINED, 0);
+	return r;
 }
 
 /* Unlink every entry of fd's directory (a generation holds only files). */
@@ -424,8 +554,7 @@ static int remove_gen(fsafe_checkpoint *cp, uint64_t seq, bool record)
 	int fd, r;
 
 	gen_name(seq, name);
-	fd = fsafe__openat(cp->dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW,
-	                   0);
+	fd = fsafe__open_subdir(cp->dirfd, name);
 	if (fd == -ENOENT)
 		return 0;
 	if (fd < 0)
@@ -444,14 +573,19 @@ static int tidy(fsafe_checkpoint *cp)
 {
 	uint64_t *v = NULL;
 	size_t n, older = 0;
-	int r = list_gens(cp->dirfd, &v, &n), first = 0;
+	int r, first = 0;
 
-	if (r < 0)
+	if (cp->cur_err)
+		return 0; /* which one is complete is not known: keep them all */
+	if ((r = list_gens(cp->dirfd, true, &v, &n)) < 0)
 		return r;
 	for (size_t i = 0; i < n; i++)
 		older += v[i] <= cp->current;
 	for (size_t i = 0; i < n; i++) {
-		bool partial = v[i] > cp->current;
+		/* Saved once (the trail says so): CURRENT was set back,
+		   this is no unfinished save. */
+		bool partial = v[i] > cp->current &&
+		               !trail_live(&cp->trail, v[i]);
 		bool old = !partial && older > cp->keep && i < older - cp->keep;
 		if ((partial || old) && (r = remove_gen(cp, v[i], true)) < 0 && !first)
 			first = r;
@@ -460,175 +594,8 @@ static int tidy(fsafe_checkpoint *cp)
 	return first;
 }
 
-/* ---- the manifest ------------------------------------------------------------ */
-
-struct entry {
-	char *name;
-	uint64_t size;
-	char hash[65];
-};
-
-struct manifest {
-	uint64_t seq;
-	int64_t time_ms;
-	char *revision;
-	struct entry *e;
-	size_t n;
-};
-
-static void manifest_free(struct manifest *m)
-{
-	for (size_t i = 0; i < m->n; i++)
-		free(m->e[i].name);
-	free(m->e);
-	free(m->revision);
-	memset(m, 0, sizeof(*m));
-}
-
-static int cmp_entry(const void *a, const void *b)
-{
-	return strcmp(((const struct entry *)a)->name,
-	              ((const struct entry *)b)->name);
-}
-
-/* Append to a growing string; false when out of memory. */
-struct sbuf {
-	char *p;
-	size_t n, cap;
-	bool oom;
-};
-
-static void sb_add(struct sbuf *s, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static void sb_add(struct sbuf *s, const char *fmt, ...)
-{
-	va_list ap;
-
-	for (int tries = 0; tries < 2 && !s->oom; tries++) {
-		va_start(ap, fmt);
-		int k = vsnprintf(s->p ? s->p + s->n : NULL,
-		                  s->p ? s->cap - s->n : 0, fmt, ap);
-		va_end(ap);
-		if (s->p && s->n + (size_t)k < s->cap) {
-			s->n += (size_t)k;
-			return;
-		}
-		size_t cap = (s->cap ? s->cap : 4096);
-		while (cap <= s->n + (size_t)k)
-			cap *= 2;
-		char *np = realloc(s->p, cap);
-		if (!np)
-			s->oom = true;
-		else
-			s->p = np, s->cap = cap;
-	}
-}
-
-/* The manifest text of m (entries sorted); ends with its own hash. */
-static int manifest_format(const struct manifest *m, struct sbuf *s)
-{
-	char hex[65];
-
-	sb_add(s, "fsafe-checkpoint %d\nrevision %s\nsequence %" PRIu64
-	       "\ntime %" PRId64 "\nfiles %zu\n", FORMAT_VERSION, m->revision,
-	       m->seq, m->time_ms, m->n);
-	for (size_t i = 0; i < m->n; i++)
-		sb_add(s, "%" PRIu64 " %s %s\n", m->e[i].size, m->e[i].hash,
-		       m->e[i].name);
-	if (s->oom)
-		return -ENOMEM;
-	fsafe__sha256_hex_of(s->p, s->n, hex);
-	sb_add(s, "end %s\n", hex);
-	return s->oom ? -ENOMEM : 0;
-}
-
-static bool is_hex64(const char *s)
-{
-	for (int i = 0; i < 64; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return false;
-	return true;
-}
-
-/* The next line of *p (NUL-terminated in place), or NULL at the end. */
-static char *next_line(char **p)
-{
-	char *s = *p, *nl = s ? strchr(s, '\n') : NULL;
-
-	if (!nl)
-		return NULL;
-	*nl = '\0';
-	*p = nl + 1;
-	return s;
-}
-
-static int parse_entries(char **p, struct manifest *m, size_t n)
-{
-	if (n > (size_t)1 << 24 || !(m->e = calloc(n ? n : 1, sizeof(*m->e))))
-		return n > (size_t)1 << 24 ? -EBADMSG : -ENOMEM;
-	for (size_t i = 0; i < n; i++) {
-		char *line = next_line(p), *sp;
-		unsigned long long size;
-		int at = 0;
-		if (!line || sscanf(line, "%llu %n", &size, &at) != 1 || !at ||
-		    strlen(line + at) < 66 || !is_hex64(line + at) ||
-		    line[at + 64] != ' ')
-			return -EBADMSG;
-		sp = line + at + 65;
-		if (check_file_name(sp) < 0 ||
-		    (i && strcmp(m->e[i - 1].name, sp) >= 0))
-			return -EBADMSG; /* sorted and unique, or not ours */
-		m->e[i].size = size;
-		memcpy(m->e[i].hash, line + at, 64);
-		m->e[i].hash[64] = '\0';
-		if (!(m->e[i].name = strdup(sp)))
-			return -ENOMEM;
-		m->n = i + 1;
-	}
-	return 0;
-}
-
-static int manifest_parse(char *text, size_t len, struct manifest *m)
-{
-	char hex[65], *p = text, *endl = NULL;
-	int version;
-	size_t n;
-	long long t;
-	unsigned long long seq;
-
-	memset(m, 0, sizeof(*m));
-	/* The last line carries the hash of everything before it. */
-	if (len < 70 || text[len - 1] != '\n')
-		return -EBADMSG;
-	text[len - 1] = '\0';
-	endl = strrchr(text, '\n');
-	if (!endl || strncmp(endl + 1, "end ", 4) || strlen(endl + 5) != 64)
-		return -EBADMSG;
-	fsafe__sha256_hex_of(text, (size_t)(endl + 1 - text), hex);
-	if (strcmp(hex, endl + 5) != 0)
-		return -EBADMSG;
-	endl[1] = '\0';
-	char *l = next_line(&p);
-	if (!l || sscanf(l, "fsafe-checkpoint %d", &version) != 1)
-		return -EBADMSG;
-	if (version != FORMAT_VERSION)
-		return -EPROTONOSUPPORT;
-	if (!(l = next_line(&p)) || strncmp(l, "revision ", 9) ||
-	    !(m->revision = strdup(l + 9)))
-		return l ? -ENOMEM : -EBADMSG;
-	if (!(l = next_line(&p)) || sscanf(l, "sequence %llu", &seq) != 1 ||
-	    !(l = next_line(&p)) || sscanf(l, "time %lld", &t) != 1 ||
-	    !(l = next_line(&p)) || sscanf(l, "files %zu", &n) != 1)
-		return -EBADMSG;
-	m->seq = seq;
-	m->time_ms = t;
-	int r = parse_entries(&p, m, n);
-	return r < 0 ? r : (*p ? -EBADMSG : 0);
-}
-
 /* Read and check generation `gfd`'s manifest; it must name seq. */
-static int manifest_read(int gfd, uint64_t seq, struct manifest *m)
+static int manifest_read(int gfd, uint64_t seq, struct fsafe__manifest *m)
 {
 	char *text;
 	size_t len;
@@ -638,12 +605,12 @@ static int manifest_read(int gfd, uint64_t seq, struct manifest *m)
 	memset(m, 0, sizeof(*m));
 	if (r < 0)
 		return r == -EFBIG ? -EBADMSG : r;
-	r = manifest_parse(text, len, m);
+	r = fsafe__manifest_parse(text, len, m);
 	free(text);
 	if (r == 0 && m->seq != seq)
 		r = -EBADMSG; /* a generation moved by hand */
 	if (r < 0)
-		manifest_free(m);
+		fsafe__manifest_free(m);
 	return r;
 }
 
@@ -653,21 +620,20 @@ static int manifest_read(int gfd, uint64_t seq, struct manifest *m)
  * Read file e (in generation gfd), checking size and hash. With `keep`,
  * the bytes are returned in a buffer of e->size (+1) bytes.
  */
-static int check_file(int gfd, const struct entry *e, char **keep)
+static int check_file(int gfd, const struct fsafe__ckpt_entry *e, char **keep)
 {
 	struct fsafe__sha256 c;
 	struct stat st;
 	uint8_t d[32];
 	char hex[65], *buf;
 	uint64_t got = 0;
-	int r = 0, fd = fsafe__openat(gfd, e->name, O_RDONLY | O_NOFOLLOW, 0);
+	int r = 0, fd = fsafe__open_regular(gfd, e->name, O_RDONLY, &st);
 
 	if (fd < 0)
-		return fd == -ELOOP ? -EBADMSG : fd;
-	if ((r = fsafe__fstat(fd, &st)) < 0 || !S_ISREG(st.st_mode) ||
-	    (uint64_t)st.st_size != e->size || e->size > SIZE_MAX - 1) {
+		return fd;
+	if ((uint64_t)st.st_size != e->size || e->size > SIZE_MAX - 1) {
 		fsafe__close(fd);
-		return r < 0 ? r : -EBADMSG;
+		return -EBADMSG;
 	}
 	buf = malloc(keep ? (size_t)e->size + 1 : CHUNK);
 	if (!buf) {
@@ -713,7 +679,7 @@ static void damage_set(struct fsafe_checkpoint_damage *dm, uint64_t seq,
 /* ---- snapshots ------------------------------------------------------------------ */
 
 struct fsafe_checkpoint_snapshot {
-	struct manifest m;
+	struct fsafe__manifest m;
 	char **data;      /* per file; NULL with MANIFEST_ONLY */
 };
 
@@ -724,7 +690,7 @@ void fsafe_checkpoint_snapshot_free(fsafe_checkpoint_snapshot *s)
 	for (size_t i = 0; s->data && i < s->m.n; i++)
 		free(s->data[i]);
 	free(s->data);
-	manifest_free(&s->m);
+	fsafe__manifest_free(&s->m);
 	free(s);
 }
 
@@ -733,8 +699,7 @@ static int open_gen(fsafe_checkpoint *cp, uint64_t seq)
 	char name[GEN_NAME_LEN + 1];
 
 	gen_name(seq, name);
-	return fsafe__openat(cp->dirfd, name,
-	                     O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+	return fsafe__open_subdir(cp->dirfd, name);
 }
 
 /* Load generation seq into a new snapshot, or say what is damaged. */
@@ -745,6 +710,8 @@ static int load_gen(fsafe_checkpoint *cp, uint64_t seq, unsigned flags,
 	fsafe_checkpoint_snapshot *s = calloc(1, sizeof(*s));
 	int r, gfd = open_gen(cp, seq);
 
+	if (gfd < 0)
+		damage_set(dm, seq, gfd, "");
 	if (!s || gfd < 0) {
 		free(s);
 		fsafe__close(gfd);
@@ -774,7 +741,7 @@ static int load_fallback(fsafe_checkpoint *cp, uint64_t seq, unsigned flags,
 {
 	uint64_t *v = NULL;
 	size_t n;
-	int r = list_gens(cp->dirfd, &v, &n);
+	int r = list_gens(cp->dirfd, true, &v, &n);
 
 	if (r < 0)
 		return r;
@@ -802,18 +769,25 @@ int fsafe_checkpoint_load(fsafe_checkpoint *cp,
 	if (o.damage)
 		memset(o.damage, 0, sizeof(*o.damage));
 	/* Read CURRENT afresh: a read-only handle has no lock to keep it. */
-	if ((r = read_current(cp->dirfd, &seq)) < 0)
-		return r;
+	int cur_err = current_state(cp->dirfd, &seq);
+	if (cur_err < 0 && !current_damaged(cur_err))
+		return cur_err;
 	if (o.generation) {
-		if (o.generation > seq)
+		if (!cur_err && o.generation > seq)
 			return -ENOENT; /* partial, or never made */
 		seq = o.generation;
+	} else if (cur_err) {
+		/* Without CURRENT only a fallback is possible: the newest
+		   generation that is intact. */
+		damage_set(o.damage, 0, cur_err, FSAFE__CKPT_CURRENT);
+		seq = GEN_MAX + 1;
 	}
 	if (!seq)
 		return -ENOENT;
-	r = load_gen(cp, seq, o.flags, o.damage, out);
+	r = seq > GEN_MAX ? cur_err : load_gen(cp, seq, o.flags, o.damage, out);
 	if (r < 0 && r != -ENOMEM && (o.flags & FSAFE_CHECKPOINT_FALLBACK)) {
-		damage_set(o.damage, seq, r, "");
+		if (seq <= GEN_MAX)
+			damage_set(o.damage, seq, r, "");
 		if (load_fallback(cp, seq, o.flags, out) == 0)
 			r = 0, warn |= FSAFE_CHECKPOINT_FELL_BACK;
 	}
@@ -873,9 +847,9 @@ const char *fsafe_checkpoint_snapshot_hash(const fsafe_checkpoint_snapshot *s,
 long fsafe_checkpoint_snapshot_find(const fsafe_checkpoint_snapshot *s,
                                     const char *name)
 {
-	struct entry key = { .name = (char *)name };
-	const struct entry *e =
-		s->m.n ? bsearch(&key, s->m.e, s->m.n, sizeof(key), cmp_entry)
+	struct fsafe__ckpt_entry key = { .name = (char *)name };
+	const struct fsafe__ckpt_entry *e =
+		s->m.n ? bsearch(&key, s->m.e, s->m.n, sizeof(key), fsafe__manifest_cmp_entry)
 		       : NULL;
 
 	return e ? (long)(e - s->m.e) : -ENOENT;
@@ -886,9 +860,11 @@ int fsafe_checkpoint_generations(fsafe_checkpoint *cp, uint64_t *seqs,
 {
 	uint64_t *v = NULL, cur;
 	size_t n, k = 0;
-	int r = read_current(cp->dirfd, &cur);
+	int r = current_state(cp->dirfd, &cur);
 
-	if (r < 0 || (r = list_gens(cp->dirfd, &v, &n)) < 0)
+	if (current_damaged(r))
+		cur = UINT64_MAX, r = 0; /* every one is a candidate */
+	if (r < 0 || (r = list_gens(cp->dirfd, true, &v, &n)) < 0)
 		return r;
 	for (size_t i = 0; i < n; i++) {
 		if (v[i] > cur)
@@ -904,24 +880,29 @@ int fsafe_checkpoint_generations(fsafe_checkpoint *cp, uint64_t *seqs,
 int fsafe_checkpoint_verify(fsafe_checkpoint *cp, uint64_t generation,
                             struct fsafe_checkpoint_damage *damage)
 {
-	struct manifest m;
+	struct fsafe__manifest m;
 	uint64_t seq = generation;
 	int r = 0, gfd;
 
 	if (damage)
 		memset(damage, 0, sizeof(*damage));
-	if (!seq && (r = read_current(cp->dirfd, &seq)) < 0)
+	if (!seq && (r = current_state(cp->dirfd, &seq)) < 0) {
+		if (current_damaged(r))
+			damage_set(damage, 0, r, FSAFE__CKPT_CURRENT);
 		return r;
+	}
 	if (!seq)
 		return -ENOENT;
-	if ((gfd = open_gen(cp, seq)) < 0)
+	if ((gfd = open_gen(cp, seq)) < 0) {
+		damage_set(damage, seq, gfd, "");
 		return gfd;
+	}
 	if ((r = manifest_read(gfd, seq, &m)) < 0)
 		damage_set(damage, seq, r, "");
 	for (size_t i = 0; r == 0 && i < m.n; i++)
 		if ((r = check_file(gfd, &m.e[i], NULL)) < 0)
 			damage_set(damage, seq, r, m.e[i].name);
-	manifest_free(&m);
+	fsafe__manifest_free(&m);
 	fsafe__close(gfd);
 	return r;
 }
@@ -969,7 +950,7 @@ static int load_opts(fsafe_checkpoint *cp,
 	}
 	if ((o.flags & ~known) ||
 	    (o.revision && (strlen(o.revision) > FSAFE_CHECKPOINT_REVISION_MAX ||
-	                    has_control(o.revision))))
+	                    fsafe__ckpt_has_control(o.revision))))
 		return -EINVAL;
 	cp->flags = o.flags;
 	cp->keep = o.keep ? o.keep : FSAFE_CHECKPOINT_KEEP;
@@ -998,6 +979,16 @@ static int mark_open(fsafe_checkpoint *cp)
 	return fsafe__fsync(cp->dirfd);
 }
 
+/* CURRENT into the handle; damage to it is remembered, not fatal. */
+static int read_cur(fsafe_checkpoint *cp)
+{
+	int r = current_state(cp->dirfd, &cp->current);
+
+	if (current_damaged(r))
+		cp->cur_err = r, cp->current = 0, r = 0;
+	return r;
+}
+
 static int open_writer(fsafe_checkpoint *cp)
 {
 	struct fsafe_lock_opts lo = FSAFE_LOCK_OPTS_INIT;
@@ -1008,15 +999,18 @@ static int open_writer(fsafe_checkpoint *cp)
 	if ((r = fsafe_lock_acquire(cp->dirfd, FSAFE__CKPT_LOCK, &lo,
 	                            &cp->lock)) < 0)
 		return r;
-	if ((r = read_current(cp->dirfd, &cp->current)) < 0 ||
-	    (r = mark_open(cp)) < 0)
+	if ((r = read_cur(cp)) < 0 || (r = mark_open(cp)) < 0)
 		return r;
-	if ((r = open_log(cp)) < 0)
-		return r;
+	/* An audit trail that cannot be opened (a FIFO, a directory in its
+	   place: damage that check reports) never stops the store. */
+	if (open_log(cp) < 0)
+		cp->logfd = fsafe__close(cp->logfd);
+	trail_read(cp->dirfd, &cp->trail);
+	cp->seen = seen_max(cp->dirfd, &cp->trail);
 	/* The recovery: nothing a dead writer left may survive. Under the
-	   lock no live writer of ours can own a staging file here. */
-	if ((r = tidy(cp)) < 0)
-		return r;
+	   lock no live writer of ours can own a staging file here. A
+	   generation that cannot be removed (damaged) stays for repair. */
+	tidy(cp);
 	r = fsafe_sweep(cp->dirfd, ".", 0, 0, NULL, NULL);
 	if (r < 0)
 		return r;
@@ -1029,6 +1023,7 @@ static void cp_free(fsafe_checkpoint *cp)
 {
 	fsafe__close(cp->logfd);
 	fsafe__close(cp->dirfd);
+	trail_free(&cp->trail);
 	free(cp->revision);
 	free(cp);
 }
@@ -1053,7 +1048,7 @@ int fsafe_checkpoint_open(int dirfd, const char *path,
 	if (r == 0 && (cp->dirfd = fsafe__open_dir(dirfd, path)) < 0)
 		r = cp->dirfd;
 	if (r == 0 && (cp->flags & FSAFE_CHECKPOINT_READ_ONLY))
-		r = read_current(cp->dirfd, &cp->current);
+		r = read_cur(cp);
 	else if (r == 0)
 		r = open_writer(cp);
 	if (r < 0) {
@@ -1108,7 +1103,7 @@ struct fsafe_checkpoint_tx {
 	uint64_t seq;
 	int gfd;               /* the new generation */
 	int prevfd;            /* the current one, for links; or -1 */
-	struct manifest prev;  /* its manifest (n == 0 if none) */
+	struct fsafe__manifest prev;  /* its manifest (n == 0 if none) */
 	fsafe_batch *batch;
 	struct txfile *f;
 	size_t n, cap;
@@ -1147,7 +1142,7 @@ static void tx_free(fsafe_checkpoint_tx *tx)
 		free(tx->f[i].name);
 	free(tx->f);
 	fsafe_batch_free(tx->batch);
-	manifest_free(&tx->prev);
+	fsafe__manifest_free(&tx->prev);
 	fsafe__close(tx->gfd);
 	fsafe__close(tx->prevfd);
 	tx->cp->in_tx = false;
@@ -1179,15 +1174,15 @@ int fsafe_checkpoint_begin(fsafe_checkpoint *cp, fsafe_checkpoint_tx **out)
 		return -EROFS;
 	if (cp->in_tx)
 		return -EBUSY;
-	if (cp->current >= GEN_MAX)
+	uint64_t seq = (cp->seen > cp->current ? cp->seen : cp->current) + 1;
+	if (seq > GEN_MAX)
 		return -EOVERFLOW;
 	/* A failed commit whose cleanup failed too left a partial one. */
-	if ((r = tidy(cp)) < 0)
-		return r;
+	tidy(cp);
 	if (!(tx = calloc(1, sizeof(*tx))))
 		return -ENOMEM;
 	tx->cp = cp;
-	tx->seq = cp->current + 1;
+	tx->seq = seq;
 	tx->gfd = -1;
 	cp->in_tx = true;
 	tx_open_prev(tx);
@@ -1208,7 +1203,7 @@ int fsafe_checkpoint_begin(fsafe_checkpoint *cp, fsafe_checkpoint_tx **out)
 
 static int tx_new_file(fsafe_checkpoint_tx *tx, const char *name)
 {
-	int r = check_file_name(name);
+	int r = fsafe__ckpt_check_name(name);
 
 	if (r < 0)
 		return r;
@@ -1238,12 +1233,12 @@ static int tx_new_file(fsafe_checkpoint_tx *tx, const char *name)
 static bool tx_try_link(fsafe_checkpoint_tx *tx, size_t i)
 {
 	const struct txfile *f = &tx->f[i];
-	struct entry key = { .name = f->name };
-	const struct entry *e;
+	struct fsafe__ckpt_entry key = { .name = f->name };
+	const struct fsafe__ckpt_entry *e;
 
 	if (tx->prevfd < 0 || !tx->prev.n)
 		return false;
-	e = bsearch(&key, tx->prev.e, tx->prev.n, sizeof(key), cmp_entry);
+	e = bsearch(&key, tx->prev.e, tx->prev.n, sizeof(key), fsafe__manifest_cmp_entry);
 	if (!e || e->size != f->size || strcmp(e->hash, f->hash) ||
 	    check_file(tx->prevfd, e, NULL) < 0)
 		return false;
@@ -1361,10 +1356,10 @@ static int cmp_txfile(const void *a, const void *b)
 	              ((const struct txfile *)b)->name);
 }
 
-static int tx_manifest(fsafe_checkpoint_tx *tx, struct sbuf *s)
+static int tx_manifest(fsafe_checkpoint_tx *tx, char **text, size_t *len)
 {
-	struct manifest m = { .seq = tx->seq, .time_ms = now_ms(),
-	                      .revision = tx->cp->revision, .n = tx->n };
+	struct fsafe__manifest m = { .seq = tx->seq, .time_ms = now_ms(),
+	                             .revision = tx->cp->revision, .n = tx->n };
 	int r;
 
 	if (tx->n)
@@ -1376,7 +1371,7 @@ static int tx_manifest(fsafe_checkpoint_tx *tx, struct sbuf *s)
 		m.e[i].size = tx->f[i].size;
 		memcpy(m.e[i].hash, tx->f[i].hash, sizeof(m.e[i].hash));
 	}
-	r = manifest_format(&m, s);
+	r = fsafe__manifest_format(&m, text, len);
 	free(m.e);
 	return r;
 }
@@ -1399,16 +1394,17 @@ static int batch_error(fsafe_checkpoint_tx *tx)
 /* Files, manifest, the generation directory, and its entry: durable. */
 static int tx_write_gen(fsafe_checkpoint_tx *tx)
 {
-	struct sbuf s = { 0 };
 	struct fsafe_write_opts o = tx_wopts(tx);
-	int r = tx_manifest(tx, &s);
+	char *text = NULL;
+	size_t len = 0;
+	int r = tx_manifest(tx, &text, &len);
 
 	if (r == 0)
 		r = fsafe_batch_add(tx->batch, tx->gfd, FSAFE__CKPT_MANIFEST,
-		                    s.p, s.n, &o);
+		                    text, len, &o);
 	if (r >= 0)
 		r = fsafe_batch_commit(tx->batch) ? batch_error(tx) : 0;
-	free(s.p);
+	free(text);
 	if (r == 0)
 		r = fsafe__fsync(tx->cp->dirfd);
 	return r;
@@ -1419,9 +1415,14 @@ int fsafe_checkpoint_commit(fsafe_checkpoint_tx *tx, uint64_t *generation)
 	fsafe_checkpoint *cp = tx->cp;
 	uint64_t seq = tx->seq;
 	int r = tx->streams ? -EBUSY : tx->err;
+	bool was_lost = cp->cur_err != 0;
 
 	if (r == 0)
 		r = tx_write_gen(tx);
+	/* A damaged CURRENT is kept (quarantined), not overwritten; and one
+	   that is a link must not be written through. */
+	if (r == 0 && cp->cur_err && cp->cur_err != -ENOENT)
+		r = quarantine_current(cp);
 	if (r == 0)
 		r = write_current(cp, seq);
 	tx_free(tx);
@@ -1431,12 +1432,14 @@ int fsafe_checkpoint_commit(fsafe_checkpoint_tx *tx, uint64_t *generation)
 		remove_gen(cp, seq, false);
 		return r;
 	}
-	cp->current = seq;
+	cp->current = cp->seen = seq;
+	cp->cur_err = 0;
 	if (generation)
 		*generation = seq;
 	log_event(cp, FSAFE_CHECKPOINT_EV_SAVED, seq);
-	/* Older generations go only once CURRENT is durable. */
-	if (r == 0)
+	/* Older generations go only once CURRENT is durable, and not in the
+	   save that found CURRENT lost: that one removes nothing. */
+	if (r == 0 && !was_lost)
 		tidy(cp);
 	return r;
 }
@@ -1450,4 +1453,528 @@ void fsafe_checkpoint_abort(fsafe_checkpoint_tx *tx)
 
 	tx_free(tx);
 	remove_gen(cp, seq, false);
+}
+
+/* ---- check and repair -------------------------------------------------------- */
+
+struct walk {
+	int dirfd;
+	fsafe_checkpoint *cp; /* repair: the writer; check: NULL */
+	fsafe_damage_fn fn;
+	void *arg;
+	int count, stop;
+	bool unfixed;         /* something repair could not deal with */
+	struct trail trail;   /* what the audit trail says */
+};
+
+static int report(struct walk *w, const char *path, const char *what,
+                  const char *action, uint64_t lost)
+{
+	struct fsafe_damage d = { .path = path, .what = what,
+	                          .action = action, .lost = lost };
+
+	w->count++;
+	if (w->fn && !w->stop)
+		w->stop = w->fn(&d, w->arg);
+	return w->stop;
+}
+
+static const char *kind_of(mode_t m)
+{
+	return S_ISLNK(m) ? "symlink" : S_ISFIFO(m) ? "FIFO" :
+	       S_ISSOCK(m) ? "socket" : S_ISDIR(m) ? "directory" :
+	       S_ISREG(m) ? "regular file" : "device";
+}
+
+/* What an open or a check of `name` (in dirfd) said, in words. */
+static void describe(int r, int dirfd, const char *name, char *buf, size_t len)
+{
+	struct stat st;
+
+	if ((r == -ELOOP || r == -EISDIR || r == -EBADFD || r == -ENOTDIR ||
+	     r == -ENXIO) &&
+	    fsafe__fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		snprintf(buf, len, "not a %s (%s)",
+		         r == -ENOTDIR || S_ISREG(st.st_mode) ? "directory"
+		                                              : "regular file",
+		         kind_of(st.st_mode));
+	else if (r == -ENOENT)
+		snprintf(buf, len, "missing");
+	else if (r == -EBADMSG)
+		snprintf(buf, len, "damaged (does not match its checksum or "
+		         "its generation)");
+	else if (r == -EPROTONOSUPPORT)
+		snprintf(buf, len, "an unknown format version");
+	else
+		snprintf(buf, len, "%s", fsafe_strerror(r));
+}
+
+/* 0 if generation seq is intact; 1 with `path` and `what` naming the
+   first damage; a negative errno when it could not be looked at. */
+static int gen_verify(int dirfd, uint64_t seq, char *path, char *what,
+                      size_t len)
+{
+	char name[GEN_NAME_LEN + 1];
+	struct fsafe__manifest m;
+	int r, gfd;
+
+	gen_name(seq, name);
+	snprintf(path, len, "%s", name);
+	if ((gfd = fsafe__open_subdir(dirfd, name)) < 0) {
+		if (gfd == -ELOOP && dirfd >= 0) {
+			struct stat st;
+			if (fsafe__fstatat(dirfd, name, &st,
+			                   AT_SYMLINK_NOFOLLOW) == 0 &&
+			    !S_ISDIR(st.st_mode))
+				gfd = -ENOTDIR;
+		}
+		describe(gfd, dirfd, name, what, len);
+		return gfd == -ENOMEM ? gfd : 1;
+	}
+	if ((r = manifest_read(gfd, seq, &m)) < 0) {
+		snprintf(path, len, "%s/%s", name, FSAFE__CKPT_MANIFEST);
+		describe(r, gfd, FSAFE__CKPT_MANIFEST, what, len);
+	}
+	for (size_t i = 0; r == 0 && i < m.n; i++) {
+		if ((r = check_file(gfd, &m.e[i], NULL)) < 0) {
+			snprintf(path, len, "%s/%.255s", name, m.e[i].name);
+			describe(r, gfd, m.e[i].name, what, len);
+		}
+	}
+	if (r == 0)
+		fsafe__manifest_free(&m);
+	fsafe__close(gfd);
+	return r == -ENOMEM ? r : r < 0;
+}
+
+/* Repair: move `name` to quarantine and say so in `action`. */
+static void fix_quarantine(struct walk *w, const char *name, const char *why,
+                           uint64_t seq, char *action, size_t len)
+{
+	char as[NAME_MAX + 1];
+	int r = quarantine(w->dirfd, name, why, as);
+
+	if (r == 0) {
+		snprintf(action, len, "quarantined as %s/%s",
+		         FSAFE__CKPT_QUARANTINE, as);
+		log_event(w->cp, FSAFE_CHECKPOINT_EV_QUARANTINED, seq);
+	} else {
+		snprintf(action, len, "not quarantined: %s", fsafe_strerror(r));
+		w->unfixed = true;
+	}
+}
+
+/*
+ * Entries of an intact generation that its manifest does not name (a
+ * file copied in, a leftover): not part of the set, so each goes to
+ * quarantine alone as "gen-N.NAME"; the generation itself stays.
+ */
+static void walk_strays(struct walk *w, uint64_t seq)
+{
+	char g[GEN_NAME_LEN + 1], path[600], qname[NAME_MAX + 1], why[700];
+	char action[600], as[NAME_MAX + 1];
+	struct fsafe__manifest m;
+	struct fsafe__dir *d = malloc(sizeof(*d));
+	const char *name;
+	unsigned char type;
+	int gfd, lfd;
+
+	gen_name(seq, g);
+	if (!d || (gfd = fsafe__open_subdir(w->dirfd, g)) < 0) {
+		free(d);
+		return;
+	}
+	if (manifest_read(gfd, seq, &m) == 0 &&
+	    (lfd = fsafe__open_dir(gfd, ".")) >= 0) {
+		fsafe__dir_init(d, lfd);
+		while (!w->stop && fsafe__dir_next(d, &name, &type) > 0) {
+			struct fsafe__ckpt_entry key = { .name = (char *)name };
+			if (!strcmp(name, FSAFE__CKPT_MANIFEST) ||
+			    (m.n && bsearch(&key, m.e, m.n, sizeof(key),
+			                    fsafe__manifest_cmp_entry)))
+				continue;
+			snprintf(path, sizeof(path), "%s/%.255s", g, name);
+			snprintf(qname, sizeof(qname), "%s.%.200s", g, name);
+			snprintf(why, sizeof(why), "%s: not in the manifest\n",
+			         path);
+			if (w->cp) {
+				int r = quarantine_from(w->dirfd, gfd, name,
+				                        qname, why, as);
+				if (r == 0)
+					snprintf(action, sizeof(action),
+					         "quarantined as %s/%s",
+					         FSAFE__CKPT_QUARANTINE, as);
+				else
+					snprintf(action, sizeof(action),
+					         "not quarantined: %s",
+					         fsafe_strerror(r));
+				w->unfixed |= r < 0;
+			}
+			report(w, path, "not in the manifest (a stray entry)",
+			       w->cp ? action : NULL, 0);
+		}
+		fsafe__close(lfd);
+		fsafe__manifest_free(&m);
+	}
+	fsafe__close(gfd);
+	free(d);
+}
+
+/*
+ * Generations the trail says were saved and never removed, but that are
+ * not there (present: v, n entries, sorted): lost, and only the trail
+ * knows. Repair records the loss (a "removed" event), nothing else can
+ * be done. (A crash between removing a generation and recording it shows
+ * here too.)
+ */
+static void walk_missing(struct walk *w, const uint64_t *v, size_t n)
+{
+	char name[GEN_NAME_LEN + 1];
+
+	for (size_t i = 0; i < w->trail.saved.n && !w->stop; i++) {
+		uint64_t s = w->trail.saved.v[i];
+		if ((i && s == w->trail.saved.v[i - 1]) ||
+		    !trail_live(&w->trail, s) ||
+		    (n && bsearch(&s, v, n, sizeof(s), cmp_u64)))
+			continue;
+		gen_name(s, name);
+		if (w->cp)
+			log_event(w->cp, FSAFE_CHECKPOINT_EV_REMOVED, s);
+		report(w, name, "missing (saved, and never removed)",
+		       w->cp ? "recorded as lost in events.log" : NULL, 1);
+	}
+}
+
+/*
+ * Whether a live writer holds the checkpoint: then a generation newer than
+ * CURRENT is its save in progress, not damage. LOCK is looked at only if it
+ * is a regular file (a FIFO there must not block the check).
+ */
+static bool writer_alive(int dirfd)
+{
+	struct fsafe_lock_owner o = { .size = sizeof(o) };
+	struct stat st;
+
+	if (fsafe__fstatat(dirfd, FSAFE__CKPT_LOCK, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    !S_ISREG(st.st_mode) ||
+	    fsafe_lock_inspect(dirfd, FSAFE__CKPT_LOCK, &o) < 0)
+		return false;
+	return o.liveness != FSAFE_OWNER_DEAD;
+}
+
+/* Every generation; returns the newest intact one load may use. */
+static uint64_t walk_gens(struct walk *w, uint64_t cur, int cur_err)
+{
+	char path[512], what[512], action[600], name[GEN_NAME_LEN + 1];
+	uint64_t *v = NULL, best = 0;
+	size_t n = 0;
+
+	if (list_gens(w->dirfd, false, &v, &n) < 0)
+		return 0;
+	for (size_t i = 0; i < n && !w->stop; i++) {
+		bool partial = !cur_err && v[i] > cur &&
+		               !trail_live(&w->trail, v[i]);
+		int r = gen_verify(w->dirfd, v[i], path, what, sizeof(path));
+		if (r == 0 && !partial) {
+			best = v[i];
+			walk_strays(w, v[i]);
+			continue;
+		}
+		if (r < 0)
+			break;
+		/* check beside a live writer: its save, not damage. (repair
+		   holds the lock itself.) */
+		if (partial && !w->cp && writer_alive(w->dirfd))
+			continue;
+		gen_name(v[i], name);
+		if (partial) {
+			snprintf(path, sizeof(path), "%s", name);
+			snprintf(what, sizeof(what), "newer than CURRENT (a save "
+			         "that did not finish)");
+		}
+		char why[1100];
+		snprintf(why, sizeof(why), "%s: %s\n", path, what);
+		if (w->cp)
+			fix_quarantine(w, name, why, v[i], action,
+			               sizeof(action));
+		report(w, path, what, w->cp ? action : NULL, partial ? 0 : 1);
+	}
+	walk_missing(w, v, n);
+	free(v);
+	return best;
+}
+
+/* CURRENT: missing, malformed, not a file, or naming what is not there. */
+static void walk_current(struct walk *w, uint64_t cur, int cur_err,
+                         uint64_t best)
+{
+	char what[512], action[600] = "", why[600], g[GEN_NAME_LEN + 1];
+
+	if (!cur_err && (!cur || best == cur))
+		return;
+	if (cur_err) {
+		describe(cur_err, w->dirfd, FSAFE__CKPT_CURRENT, what,
+		         sizeof(what));
+		if (cur_err == -EBADMSG)
+			snprintf(what, sizeof(what), "malformed");
+	} else if (best > cur) {
+		char b[GEN_NAME_LEN + 1];
+		gen_name(cur, g);
+		gen_name(best, b);
+		snprintf(what, sizeof(what), "names %s, but %s was saved after "
+		         "it", g, b);
+	} else {
+		gen_name(cur, g);
+		snprintf(what, sizeof(what), "names %s, which is missing or "
+		         "damaged", g);
+	}
+	if (w->cp) {
+		snprintf(why, sizeof(why), "CURRENT: %s\n", what);
+		if (cur_err != -ENOENT && (cur_err || !best))
+			fix_quarantine(w, FSAFE__CKPT_CURRENT, why, 0, action,
+			               sizeof(action));
+		if (best && !w->unfixed) {
+			int r = write_current(w->cp, best);
+			gen_name(best, g);
+			if (r == 0) {
+				w->cp->current = best;
+				w->cp->cur_err = 0;
+				log_event(w->cp, FSAFE_CHECKPOINT_EV_REPAIRED,
+				          best);
+			} else {
+				w->unfixed = true;
+			}
+			snprintf(action + strlen(action),
+			         sizeof(action) - strlen(action), "%s%s %s",
+			         *action ? "; " : "",
+			         r == 0 ? "rebuilt from" : "could not rebuild from",
+			         g);
+		} else if (!best) {
+			snprintf(action + strlen(action),
+			         sizeof(action) - strlen(action),
+			         "%sno intact generation left",
+			         *action ? "; " : "");
+		}
+	}
+	report(w, FSAFE__CKPT_CURRENT, what, w->cp ? action : NULL, 0);
+}
+
+static int count_event(const struct fsafe_checkpoint_event *e, void *arg)
+{
+	(void)e;
+	(void)arg;
+	return 0;
+}
+
+struct kept {
+	char *out;
+	size_t n;
+};
+
+/* An intact record, formatted again (never longer than the line it was
+   parsed from, so the buffer of the whole log holds them all). */
+static int keep_event(const struct fsafe_checkpoint_event *e, void *arg)
+{
+	struct kept *k = arg;
+	char rec[FSAFE__EVENT_MAX];
+	int n = fsafe__event_format(rec, sizeof(rec), e->time_ms, e->pid,
+	                            e->kind, e->generation);
+
+	memcpy(k->out + k->n, rec, (size_t)n);
+	k->n += (size_t)n;
+	return 0;
+}
+
+/* Repair of a log with damaged records: the whole log to quarantine, the
+   intact records back in place. */
+static int rewrite_log(struct walk *w, char *as)
+{
+	struct fsafe_write_opts o = FSAFE_WRITE_OPTS_INIT;
+	struct kept k = { 0 };
+	char *text = NULL;
+	size_t len, bad;
+	int r = read_file_at(w->dirfd, FSAFE__CKPT_LOG, LOG_MAX, &text, &len);
+
+	if (r < 0)
+		return r;
+	k.out = malloc(len + 1);
+	if (k.out)
+		fsafe__events_parse(text, len, keep_event, &k, &bad);
+	free(text);
+	if (!k.out)
+		return -ENOMEM;
+	r = quarantine(w->dirfd, FSAFE__CKPT_LOG, "events.log: damaged "
+	               "records\n", as);
+	o.flags = FSAFE_NO_FOLLOW;
+	o.mode = 0644;
+	if (r == 0)
+		r = fsafe_write_fileat(w->dirfd, FSAFE__CKPT_LOG, k.out, k.n, &o);
+	free(k.out);
+	return r;
+}
+
+/* The writer's log afresh, after the old one went to quarantine. */
+static void reopen_log(fsafe_checkpoint *cp)
+{
+	cp->logfd = fsafe__close(cp->logfd);
+	open_log(cp);
+}
+
+/* events.log, OPEN and LOCK: files, or damage. */
+static void walk_files(struct walk *w)
+{
+	static const char *const names[] = { FSAFE__CKPT_LOG,
+	                                     FSAFE__CKPT_MARKER,
+	                                     FSAFE__CKPT_LOCK };
+	char what[128], action[600], why[200], as[NAME_MAX + 1];
+	struct stat st;
+
+	for (size_t i = 0; i < 3 && !w->stop; i++) {
+		if (fsafe__fstatat(w->dirfd, names[i], &st,
+		                   AT_SYMLINK_NOFOLLOW) < 0 ||
+		    S_ISREG(st.st_mode))
+			continue;
+		snprintf(what, sizeof(what), "not a regular file (%s)",
+		         kind_of(st.st_mode));
+		snprintf(why, sizeof(why), "%s: %s\n", names[i], what);
+		if (w->cp)
+			fix_quarantine(w, names[i], why, 0, action,
+			               sizeof(action));
+		report(w, names[i], what, w->cp ? action : NULL, 0);
+		if (w->cp && i == 0)
+			reopen_log(w->cp);
+	}
+	size_t bad = 0;
+	if (w->stop || fsafe_checkpoint_events(w->dirfd, ".", count_event, NULL,
+	                                       &bad) < 0 || !bad)
+		return;
+	snprintf(what, sizeof(what), "%zu damaged record%s", bad,
+	         bad == 1 ? "" : "s");
+	if (w->cp) {
+		int r = rewrite_log(w, as);
+		if (r == 0)
+			snprintf(action, sizeof(action), "quarantined as %s/%s; "
+			         "intact records kept", FSAFE__CKPT_QUARANTINE,
+			         as);
+		else
+			snprintf(action, sizeof(action), "not rewritten: %s",
+			         fsafe_strerror(r));
+		w->unfixed |= r < 0;
+		reopen_log(w->cp);
+	}
+	report(w, FSAFE__CKPT_LOG, what, w->cp ? action : NULL, 0);
+}
+
+static void walk_store(struct walk *w)
+{
+	struct stat st;
+	uint64_t cur = 0;
+	int cur_err = current_state(w->dirfd, &cur);
+
+	if (fsafe__fstatat(w->dirfd, FSAFE__CKPT_QUARANTINE, &st,
+	                   AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode)) {
+		char what[64];
+		snprintf(what, sizeof(what), "not a directory (%s)",
+		         kind_of(st.st_mode));
+		report(w, FSAFE__CKPT_QUARANTINE, what,
+		       w->cp ? "not repaired: move it out of the way" : NULL, 0);
+		w->unfixed = true;
+		if (w->cp)
+			return; /* nothing can be kept safe: change nothing */
+	}
+	trail_read(w->dirfd, &w->trail);
+	if (cur_err < 0 && !current_damaged(cur_err)) {
+		/* Not damage but a failure to look: which generation is
+		   complete is unknown, so nothing is judged or moved. */
+		char what[128];
+		snprintf(what, sizeof(what), "cannot be read: %s",
+		         fsafe_strerror(cur_err));
+		report(w, FSAFE__CKPT_CURRENT, what,
+		       w->cp ? "not repaired" : NULL, 0);
+		w->unfixed = true;
+		return;
+	}
+	uint64_t best = walk_gens(w, cur, cur_err);
+	if (!w->stop)
+		walk_current(w, cur, cur_err, best);
+	if (!w->stop && !w->cp)
+		walk_files(w);
+}
+
+int fsafe_checkpoint_check(int dirfd, const char *path, fsafe_damage_fn fn,
+                           void *arg)
+{
+	struct walk w = { .fn = fn, .arg = arg };
+
+	if (!path || !*path)
+		return -EINVAL;
+	if ((w.dirfd = fsafe__open_dir(dirfd, path)) < 0)
+		return w.dirfd;
+	walk_store(&w);
+	trail_free(&w.trail);
+	fsafe__close(w.dirfd);
+	return w.stop ? w.stop : w.count;
+}
+
+/* A LOCK that is not a file keeps every writer out, repair included: it
+   goes to quarantine before repair takes the lock. */
+static void repair_lock(struct walk *w, int dfd)
+{
+	char what[64], why[128], action[600], as[NAME_MAX + 1];
+	struct stat st;
+
+	if (fsafe__fstatat(dfd, FSAFE__CKPT_LOCK, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    S_ISREG(st.st_mode))
+		return;
+	snprintf(what, sizeof(what), "not a regular file (%s)",
+	         kind_of(st.st_mode));
+	snprintf(why, sizeof(why), "LOCK: %s\n", what);
+	int r = quarantine(dfd, FSAFE__CKPT_LOCK, why, as);
+	if (r == 0)
+		snprintf(action, sizeof(action), "quarantined as %s/%s",
+		         FSAFE__CKPT_QUARANTINE, as);
+	else
+		snprintf(action, sizeof(action), "not quarantined: %s",
+		         fsafe_strerror(r));
+	report(w, FSAFE__CKPT_LOCK, what, action, 0);
+}
+
+int fsafe_checkpoint_repair(int dirfd, const char *path, fsafe_damage_fn fn,
+                            void *arg)
+{
+	struct fsafe_checkpoint_opts o = FSAFE_CHECKPOINT_OPTS_INIT;
+	struct walk w = { .fn = fn, .arg = arg };
+	fsafe_checkpoint *cp;
+	int r, dfd;
+
+	if (!path || !*path)
+		return -EINVAL;
+	if ((dfd = fsafe__open_dir(dirfd, path)) < 0)
+		return dfd;
+	repair_lock(&w, dfd);
+	fsafe__close(dfd);
+	o.flags = FSAFE_CHECKPOINT_NO_WAIT;
+	if (w.stop || (r = fsafe_checkpoint_open(dirfd, path, &o, &cp)) < 0)
+		return w.stop ? w.stop : r;
+	w.cp = cp;
+	w.dirfd = cp->dirfd;
+	walk_store(&w);
+	/* The files last: the log takes the events above first. */
+	if (!w.stop)
+		walk_files(&w);
+	trail_free(&w.trail);
+	/* OPEN may have gone to quarantine: close expects its own. */
+	int m = fsafe__openat(cp->dirfd, FSAFE__CKPT_MARKER,
+	                      O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK,
+	                      0644);
+	fsafe__close(m);
+	r = fsafe_checkpoint_close(cp);
+	if (w.stop)
+		return w.stop;
+	return r < 0 ? r : w.count;
+}
+
+int fsafe_checkpoint_current_error(const fsafe_checkpoint *cp)
+{
+	return cp->cur_err;
 }

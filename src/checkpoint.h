@@ -1,12 +1,9 @@
 /*
- * Internals of the checkpoint store shared with its tests: the SHA-256
- * (sha256.h) that the manifest and the event log use, and the names.
+ * Internals of the checkpoint store shared with its tests: the names in
+ * its directory.
  */
 #ifndef FSAFE_CHECKPOINT_INTERNAL_H
 #define FSAFE_CHECKPOINT_INTERNAL_H
-
-#include <stddef.h>
-#include <stdint.h>
 
 #include "sha256.h"
 
@@ -16,6 +13,7 @@
 #define FSAFE__CKPT_LOCK "LOCK"
 #define FSAFE__CKPT_MARKER "OPEN"
 #define FSAFE__CKPT_MANIFEST ".manifest"
+#define FSAFE__CKPT_QUARANTINE "quarantine"
 #define FSAFE__CKPT_GEN_DIGITS 12
 
 #endif

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <dirent.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -24,7 +25,7 @@ static const char usage[] =
 	"usage: fsafe checkpoint DIR save [--revision R] FILE...\n"
 	"       fsafe checkpoint DIR load [--generation N] [--fallback]\n"
 	"                                 [--revision R] OUTDIR\n"
-	"       fsafe checkpoint DIR ls|log|verify\n";
+	"       fsafe checkpoint DIR ls|log|verify|check|repair\n";
 
 static const char help[] =
 	"A checkpoint is a set of files saved and restored as one unit: after\n"
@@ -36,7 +37,11 @@ static const char help[] =
 	"                   atomically), after checking every hash\n"
 	"  ls               the generations: time, revision, files and sizes\n"
 	"  log              the audit trail: time, pid, event, generation\n"
-	"  verify           check every generation's files against its hashes\n"
+	"  verify           check every generation's files against its hashes,\n"
+	"                   then everything check checks\n"
+	"  check            report damage, one problem a line (changes nothing)\n"
+	"  repair           quarantine what is damaged, rebuild CURRENT from the\n"
+	"                   newest intact generation; print what was done\n"
 	"\n"
 	"  -r, --revision R    save: the writer revision to record; load: the\n"
 	"                      one expected (a warning if it differs)\n"
@@ -45,7 +50,8 @@ static const char help[] =
 	"                      generation instead (with a warning)\n"
 	"  -h, --help          this text\n"
 	"\n"
-	"Exit status: 0 done, 1 failed (or damage found), 2 usage error.\n";
+	"Exit status: 0 done, 1 failed (or damage found; repair: damage left),\n"
+	"2 usage error (check: or the check could not run).\n";
 
 struct ck_args {
 	const char *revision;
@@ -102,7 +108,76 @@ static int open_ck(const char *dir, unsigned flags, const char *revision,
 		cli_warn("checkpoint %s: another writer holds it", dir);
 	else if (r < 0)
 		cli_warn("checkpoint %s: open: %s", dir, fsafe_strerror(r));
-	return r;
+	if (r < 0)
+		return r;
+	if ((r = fsafe_checkpoint_current_error(*cp)) != 0)
+		cli_warn("checkpoint %s: CURRENT: %s: no generation is removed "
+		         "until \"fsafe checkpoint %s repair\"", dir,
+		         r == -ENOENT ? "missing" : r == -EBADMSG ? "malformed"
+		                                  : "not a regular file", dir);
+	return 0;
+}
+
+/* ---- check and repair ---------------------------------------------------- */
+
+struct problems {
+	FILE *to;        /* stdout for check and verify; stderr for warnings */
+	const char *dir; /* warnings: the prefix */
+};
+
+static int put_problem(const struct fsafe_damage *d, void *arg)
+{
+	const struct problems *p = arg;
+
+	if (p->to == stderr)
+		cli_warn("checkpoint %s: %s: %s", p->dir, d->path, d->what);
+	else if (d->action)
+		fprintf(p->to, "%s: %s: %s\n", d->path, d->what, d->action);
+	else
+		fprintf(p->to, "%s: %s\n", d->path, d->what);
+	return 0;
+}
+
+/* Every problem check finds, printed; their number or -errno. */
+static int run_check(const char *dir, FILE *to)
+{
+	struct problems p = { to, dir };
+
+	return fsafe_checkpoint_check(AT_FDCWD, dir, put_problem, &p);
+}
+
+static int do_check(const char *dir)
+{
+	int n = run_check(dir, stdout);
+
+	if (n < 0) {
+		cli_warn("checkpoint %s: check: %s", dir, fsafe_strerror(n));
+		return CLI_USAGE;
+	}
+	if (!cli_flush_stdout("checkpoint"))
+		return CLI_USAGE;
+	return n ? CLI_FAIL : CLI_OK;
+}
+
+static int do_repair(const char *dir)
+{
+	struct problems p = { stdout, dir };
+	int n = fsafe_checkpoint_repair(AT_FDCWD, dir, put_problem, &p);
+
+	if (n == -EWOULDBLOCK) {
+		cli_warn("checkpoint %s: another writer holds it", dir);
+		return CLI_FAIL;
+	}
+	if (n < 0) {
+		cli_warn("checkpoint %s: repair: %s", dir, fsafe_strerror(n));
+		return CLI_FAIL;
+	}
+	/* Usable afterwards is what a check says now. */
+	int left = fsafe_checkpoint_check(AT_FDCWD, dir, NULL, NULL);
+	if (left)
+		cli_warn("checkpoint %s: repair: %d problem%s left", dir,
+		         left < 0 ? 0 : left, left == 1 ? "" : "s");
+	return left || !cli_flush_stdout("checkpoint") ? CLI_FAIL : CLI_OK;
 }
 
 /* ---- save -------------------------------------------------------------- */
@@ -178,6 +253,11 @@ static int do_save(const char *dir, char **files, int n,
 static void warn_damage(const char *dir,
                         const struct fsafe_checkpoint_damage *d)
 {
+	if (!d->generation && !strcmp(d->file, "CURRENT")) {
+		cli_warn("checkpoint %s: CURRENT: %s", dir,
+		         d->code == -ENOENT ? "missing" : fsafe_strerror(d->code));
+		return;
+	}
 	if (!d->generation)
 		return;
 	cli_warn("checkpoint %s: generation %" PRIu64 " is damaged: %s: %s",
@@ -185,10 +265,50 @@ static void warn_damage(const char *dir,
 	         fsafe_strerror(d->code));
 }
 
+/* Whether name is one of the snapshot's files. */
+static bool in_set(const fsafe_checkpoint_snapshot *s, const char *name)
+{
+	return fsafe_checkpoint_snapshot_find(s, name) >= 0;
+}
+
+/*
+ * OUTDIR must end up holding exactly the loaded set: an entry of another
+ * set there would pass for part of this one. Refuse (before writing
+ * anything) rather than delete what may be someone's file.
+ */
+static int outdir_clean(const char *outdir, int dfd,
+                        const fsafe_checkpoint_snapshot *s)
+{
+	int fd = dup(dfd);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	struct dirent *e;
+	int r = 0;
+
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		cli_warn("checkpoint: %s: %s", outdir, strerror(errno));
+		return -errno;
+	}
+	while (r == 0 && (e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+		    fsafe_is_staging_name(e->d_name) || in_set(s, e->d_name))
+			continue;
+		cli_warn("checkpoint: %s: holds \"%s\", which is not in the "
+		         "set loaded; load into an empty directory", outdir,
+		         e->d_name);
+		r = -EEXIST;
+	}
+	closedir(d);
+	return r;
+}
+
 static int write_out(const char *outdir, const fsafe_checkpoint_snapshot *s)
 {
 	struct fsafe_write_opts o = FSAFE_WRITE_OPTS_INIT;
 
+	/* A link at a file's name is replaced, never written through. */
+	o.flags = FSAFE_NO_FOLLOW;
 	if (mkdir(outdir, 0777) < 0 && errno != EEXIST) {
 		cli_warn("checkpoint: %s: %s", outdir, strerror(errno));
 		return -errno;
@@ -198,7 +318,7 @@ static int write_out(const char *outdir, const fsafe_checkpoint_snapshot *s)
 		cli_warn("checkpoint: %s: %s", outdir, strerror(errno));
 		return -errno;
 	}
-	int r = 0;
+	int r = outdir_clean(outdir, dfd, s);
 	for (size_t i = 0; i < fsafe_checkpoint_snapshot_count(s) && r >= 0;
 	     i++) {
 		const char *name = fsafe_checkpoint_snapshot_name(s, i);
@@ -233,9 +353,12 @@ static int do_load(const char *dir, char **rest, int n,
 	int r = fsafe_checkpoint_load(cp, &lo, &s);
 	warn_damage(dir, &dm);
 	if (r < 0) {
+		bool cur = !dm.generation && dm.file[0];
 		cli_warn("checkpoint %s: load: %s", dir,
-		         r == -ENOENT ? "no such checkpoint or generation"
-		                      : fsafe_strerror(r));
+		         cur ? "CURRENT is damaged (--fallback loads the newest "
+		               "intact generation)"
+		         : r == -ENOENT ? "no such checkpoint or generation"
+		                        : fsafe_strerror(r));
 	} else {
 		if (r & FSAFE_CHECKPOINT_FELL_BACK)
 			cli_warn("checkpoint %s: loaded generation %" PRIu64
@@ -376,6 +499,9 @@ static int do_verify(const char *dir, fsafe_checkpoint *cp)
 		       dm.file[0] ? dm.file : "manifest", fsafe_strerror(r));
 	}
 	free(v);
+	/* verify fails whenever check would: CURRENT, the log, strays. */
+	int n2 = run_check(dir, stdout);
+	bad += n2 != 0;
 	return bad || !cli_flush_stdout("checkpoint") ? CLI_FAIL : CLI_OK;
 }
 
@@ -412,11 +538,15 @@ int cmd_checkpoint(int argc, char **argv)
 		return do_save(dir, rest, nrest, &a);
 	if (!strcmp(verb, "load"))
 		return do_load(dir, rest, nrest, &a);
-	if (!strcmp(verb, "ls") || !strcmp(verb, "log") ||
+	bool rw = !strcmp(verb, "check") || !strcmp(verb, "repair");
+	if (rw || !strcmp(verb, "ls") || !strcmp(verb, "log") ||
 	    !strcmp(verb, "verify")) {
 		if (nrest)
 			return cli_usage_error("checkpoint", "too many arguments",
 			                       usage);
+		if (rw)
+			return !strcmp(verb, "check") ? do_check(dir)
+			                              : do_repair(dir);
 		return inspect(dir, verb);
 	}
 	return cli_usage_error("checkpoint", "unknown command", usage);

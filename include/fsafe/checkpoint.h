@@ -21,6 +21,16 @@
  * The manifest records a format version, the caller's writer revision, the
  * sequence number, the time, and each file's size and SHA-256. Load checks
  * every byte against it.
+ *
+ * Damage (fsafe.h, "Damage"): damaged bytes are never deleted, repair
+ * moves them to quarantine/ with a reason; nothing acknowledged and
+ * undamaged is dropped: load can fall back to the newest intact generation
+ * and repair rebuilds CURRENT from it, and while CURRENT is missing or
+ * unreadable nothing removes a generation; a commit never reuses a number
+ * that exists or existed (gen-* entries, quarantine/, events.log); every
+ * loss is reported (check, an event, the CLI's warning); every file is
+ * opened without following links or blocking (a FIFO, a socket) and its
+ * type checked first; read-only calls change nothing.
  */
 #ifndef FSAFE_CHECKPOINT_H
 #define FSAFE_CHECKPOINT_H
@@ -155,10 +165,12 @@ enum {
 
 /* What a load or verify found wrong. */
 struct fsafe_checkpoint_damage {
-	uint64_t generation; /* the damaged generation; 0: nothing found */
+	/* The damaged generation; 0: nothing found, or (file "CURRENT")
+	   CURRENT itself is missing, malformed or not a regular file. */
+	uint64_t generation;
 	int code;            /* -EBADMSG (hash, size or manifest), -ENOENT... */
 	/* The file that failed, as the manifest names it; "" when the
-	   manifest itself did. */
+	   manifest (or the generation's directory) did; "CURRENT". */
 	char file[FSAFE_CHECKPOINT_NAME_MAX + 1];
 };
 
@@ -212,7 +224,7 @@ FSAFE_API void fsafe_checkpoint_snapshot_free(fsafe_checkpoint_snapshot *s);
 
 /*
  * The generations present that load could use (those not newer than
- * CURRENT), oldest first: fills up to `max` sequence numbers and returns
+ * CURRENT; every one while CURRENT is damaged), oldest first: fills up to `max` sequence numbers and returns
  * how many there are (which may exceed max), or a negative errno.
  */
 FSAFE_API int fsafe_checkpoint_generations(fsafe_checkpoint *cp,
@@ -226,6 +238,46 @@ FSAFE_API int fsafe_checkpoint_verify(fsafe_checkpoint *cp,
                                       uint64_t generation,
                                       struct fsafe_checkpoint_damage *damage);
 
+/* ---- damage -------------------------------------------------------------- */
+
+/*
+ * Why this handle could not trust CURRENT when it opened: 0 (it could),
+ * -ENOENT (missing while generations exist), -EBADMSG (malformed), or
+ * -EISDIR / -EBADFD / -ELOOP / -ENXIO (not a regular file). While it is not 0,
+ * nothing removes a generation; the next commit quarantines a damaged
+ * CURRENT and writes a new one; load without a generation number fails
+ * (damage->file "CURRENT") unless FSAFE_CHECKPOINT_FALLBACK finds the
+ * newest intact generation.
+ */
+FSAFE_API int fsafe_checkpoint_current_error(const fsafe_checkpoint *cp);
+
+/*
+ * Check the checkpoint in `path` without changing anything (fsafe.h,
+ * "Damage"): every generation's directory, manifest and files (each
+ * read and hashed), CURRENT, events.log, OPEN, LOCK and quarantine/, and
+ * the generations events.log says were saved and never removed. A
+ * generation newer than CURRENT (a save that did not finish) is reported
+ * too, unless a live writer holds the lock (its save in progress). Returns the number of problems, 0 clean, or a negative errno.
+ */
+FSAFE_API int fsafe_checkpoint_check(int dirfd, const char *path,
+                                     fsafe_damage_fn fn, void *arg);
+
+/*
+ * Repair the checkpoint in `path` under its lock (-EWOULDBLOCK while a
+ * writer holds it): each damaged or unfinished generation, a damaged
+ * CURRENT, an entry of an intact generation that its manifest does not
+ * name (alone), and an events.log, OPEN or LOCK that is not a regular file go
+ * to quarantine/ (with "<name>.why", the reason); CURRENT is rebuilt to
+ * name the newest intact generation (not one newer than a CURRENT that
+ * was readable, unless events.log says it was saved: CURRENT was set
+ * back); a generation events.log says was saved and never removed, but
+ * missing, is reported as lost and the loss recorded; a log with damaged records goes to quarantine and its
+ * intact records are written back. Each step is an event. Returns the
+ * number of problems dealt with, or a negative errno.
+ */
+FSAFE_API int fsafe_checkpoint_repair(int dirfd, const char *path,
+                                      fsafe_damage_fn fn, void *arg);
+
 /* ---- the audit trail --------------------------------------------------- */
 
 enum fsafe_checkpoint_event_kind {
@@ -235,6 +287,11 @@ enum fsafe_checkpoint_event_kind {
 	FSAFE_CHECKPOINT_EV_RECOVERED = 3,
 	/* A generation was removed (old, or partial). */
 	FSAFE_CHECKPOINT_EV_REMOVED = 4,
+	/* A damaged generation (or CURRENT, events.log, OPEN) was moved to
+	   quarantine/; the generation is 0 for anything but a generation. */
+	FSAFE_CHECKPOINT_EV_QUARANTINED = 5,
+	/* CURRENT was rebuilt to name this generation. */
+	FSAFE_CHECKPOINT_EV_REPAIRED = 6,
 };
 
 struct fsafe_checkpoint_event {
@@ -244,7 +301,8 @@ struct fsafe_checkpoint_event {
 	uint64_t generation; /* for RECOVERED: the current one at recovery */
 };
 
-/* "saved", "loaded", "recovered", "removed"; NULL for another value. */
+/* "saved", "loaded", "recovered", "removed", "quarantined", "repaired";
+   NULL for another value. */
 FSAFE_API const char *fsafe_checkpoint_event_name(
 	enum fsafe_checkpoint_event_kind kind);
 

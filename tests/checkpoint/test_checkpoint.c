@@ -654,11 +654,13 @@ static void bad_arguments(void **state)
 	o.flags = 1u << 20;
 	assert_int_equal(fsafe_checkpoint_open(AT_FDCWD, f->dir, &o, &cp),
 	                 -EINVAL);
-	/* A malformed CURRENT is refused, not taken for "no checkpoint". */
+	/* A malformed CURRENT is damage, not "no checkpoint": the open says
+	   so (and nothing is removed until a repair or a save). */
 	tu_put(f->dir, "CURRENT", "gen-1\n", 6);
 	o.flags = 0;
-	assert_int_equal(fsafe_checkpoint_open(AT_FDCWD, f->dir, &o, &cp),
-	                 -EBADMSG);
+	assert_int_equal(fsafe_checkpoint_open(AT_FDCWD, f->dir, &o, &cp), 0);
+	assert_int_equal(fsafe_checkpoint_current_error(cp), -EBADMSG);
+	assert_int_equal(fsafe_checkpoint_close(cp), 0);
 }
 
 /* ---- failed commits ---------------------------------------------------------- */
@@ -757,8 +759,11 @@ static void failed_commit_with(const struct fx *f, const char *name, int err,
 	cp = open_cp(f);
 	assert_int_equal(partial_count(f, 1), 0);
 	expect_loads(cp, fa, 2, 1);
-	assert_int_equal(save(cp, fb, 2), 2);
-	expect_loads(cp, fb, 2, 2);
+	/* The partial one's number is not reused once the audit trail
+	   names it (its removal was recorded). */
+	uint64_t g2 = save(cp, fb, 2);
+	assert_true(g2 == 2 || g2 == 3);
+	expect_loads(cp, fb, 2, g2);
 	assert_int_equal(fsafe_checkpoint_close(cp), 0);
 }
 
