@@ -422,6 +422,14 @@ static int list_segments(fsafe_spool *s, int dfd)
 	return r;
 }
 
+/* fsafe__open_regular's answers for an entry that is not a regular file
+   (-ENXIO: a socket, which O_NONBLOCK cannot open). */
+static bool not_a_file(int err)
+{
+	return err == -ELOOP || err == -EISDIR || err == -EBADFD ||
+	       err == -ENXIO;
+}
+
 static int open_seg(int dfd, uint64_t first, int flags)
 {
 	char name[FSAFE__SEG_NAME_LEN + 1];
@@ -607,7 +615,7 @@ static int walk_cursor(struct walk *w, uint64_t *cursor)
 			return 0;
 		*cursor = 0;
 		snprintf(what, sizeof(what), "bad cursor (%s)", why);
-	} else if (fd == -ELOOP || fd == -EISDIR || fd == -EBADFD) {
+	} else if (not_a_file(fd)) {
 		snprintf(what, sizeof(what), "%s", type_problem(fd));
 	} else {
 		return fd;
@@ -675,7 +683,7 @@ static int seg_scan(int dfd, uint64_t first, struct seg_scan *g)
 	fsafe__seg_name(g->name, first);
 	if ((g->fd = fsafe__open_regular(dfd, g->name, O_RDONLY, &st)) < 0) {
 		r = g->fd;
-		if (r != -ELOOP && r != -EISDIR && r != -EBADFD)
+		if (!not_a_file(r))
 			return r;
 		g->bad = type_problem(r);
 		return 0;
@@ -721,8 +729,10 @@ static int write_salvage(fsafe_spool *s, struct seg_scan *g,
 
 	wo.flags = FSAFE_CREATE_ONLY;
 	fsafe__seg_name(name, run->first);
-	if (r < 0 || (r = fsafe_writer_open(s->dirfd, name, &wo, &wr)) < 0)
-		return r;
+	if (r == 0)
+		r = fsafe_writer_open(s->dirfd, name, &wo, &wr);
+	if (r < 0)
+		return r == -EEXIST ? 0 : r;
 	fsafe__seg_hdr_encode(h, &nh);
 	r = fsafe_writer_write(wr, h, sizeof(h));
 	g->sc.pos = run->start;
@@ -1395,7 +1405,7 @@ static int reader_enter(fsafe_spool_reader *r)
 			r->want = r->seg_next > r->want ? r->seg_next : r->want;
 			continue;
 		}
-		if (fd < 0 && fd != -ELOOP && fd != -EISDIR && fd != -EBADFD)
+		if (fd < 0 && !not_a_file(fd))
 			return fd;
 		int h = fd < 0 ? 1 : fsafe__scan_open(&r->sc, fd, first);
 		r->open = true;
