@@ -671,28 +671,14 @@ static int push_run(struct seg_scan *g, const struct run *r)
 
 /* Every run of valid frames of segment `first`, or g->bad set, or -ENOENT
    when it is gone, or -errno. */
-static int seg_scan(int dfd, uint64_t first, struct seg_scan *g)
+/* Every run of valid frames from sc's position on. */
+static int collect_runs(struct seg_scan *g)
 {
-	struct stat st;
 	const void *d;
 	size_t len;
 	uint64_t seq;
 	int r;
 
-	memset(g, 0, sizeof(*g));
-	fsafe__seg_name(g->name, first);
-	if ((g->fd = fsafe__open_regular(dfd, g->name, O_RDONLY, &st)) < 0) {
-		r = g->fd;
-		if (!not_a_file(r))
-			return r;
-		g->bad = type_problem(r);
-		return 0;
-	}
-	g->size = (uint64_t)st.st_size;
-	if ((r = fsafe__scan_open(&g->sc, g->fd, first)) != 0) {
-		g->bad = g->sc.problem;
-		return r < 0 ? r : 0;
-	}
 	for (;;) {
 		struct run run = { .start = g->sc.pos, .first = g->sc.next_seq };
 		while ((r = fsafe__scan_next(&g->sc, &d, &len, &seq)) == 1)
@@ -710,11 +696,63 @@ static int seg_scan(int dfd, uint64_t first, struct seg_scan *g)
 	}
 }
 
+/*
+ * A damaged header still holds the salt its frames were written with,
+ * unless that is damaged too: frames that validate with it, at their own
+ * offsets, with numbers from the name on, are this segment's. Their runs
+ * (none: the entry is not a segment of this spool).
+ */
+static int header_salvage(struct seg_scan *g, uint64_t first)
+{
+	unsigned char raw[FSAFE__SEG_HDR];
+
+	if (strcmp(g->sc.problem, "bad header") != 0 ||
+	    pread_full(g->fd, raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
+		return 0;
+	g->sc.hdr.first_seq = first;
+	g->sc.hdr.salt = get64(raw + 16);
+	g->sc.hdr.max_record = FSAFE__RECORD_LIMIT;
+	g->sc.pos = FSAFE__SEG_HDR;
+	g->sc.next_seq = first;
+	int r = collect_runs(g);
+	size_t k = 0;
+	for (size_t i = 0; i < g->nruns; i++) /* keep runs with records */
+		if (g->runs[i].next > g->runs[i].first)
+			g->runs[k++] = g->runs[i];
+	g->nruns = k;
+	return r;
+}
+
+/* Every run of valid frames of segment `first`, or g->bad set (with runs
+   when a bad header's frames can be salvaged), or -ENOENT when it is
+   gone, or -errno. */
+static int seg_scan(int dfd, uint64_t first, struct seg_scan *g)
+{
+	struct stat st;
+	int r;
+
+	memset(g, 0, sizeof(*g));
+	fsafe__seg_name(g->name, first);
+	if ((g->fd = fsafe__open_regular(dfd, g->name, O_RDONLY, &st)) < 0) {
+		r = g->fd;
+		if (!not_a_file(r))
+			return r;
+		g->bad = type_problem(r);
+		return 0;
+	}
+	g->size = (uint64_t)st.st_size;
+	if ((r = fsafe__scan_open(&g->sc, g->fd, first)) != 0) {
+		g->bad = g->sc.problem;
+		return r < 0 ? r : header_salvage(g, first);
+	}
+	return collect_runs(g);
+}
+
 /* Re-frame run `run` of g as a new segment named by its first number
    (salt and offsets of its own). One left by an earlier repair cut short
    is kept as it is. */
 static int write_salvage(fsafe_spool *s, struct seg_scan *g,
-                         const struct run *run)
+                         const struct run *run, bool replace)
 {
 	struct fsafe_write_opts wo = FSAFE_WRITE_OPTS_INIT;
 	struct fsafe__seg_hdr nh = { .first_seq = run->first,
@@ -727,7 +765,7 @@ static int write_salvage(fsafe_spool *s, struct seg_scan *g,
 	fsafe_writer *wr;
 	int r = fsafe__random(&nh.salt, sizeof(nh.salt));
 
-	wo.flags = FSAFE_CREATE_ONLY;
+	wo.flags = replace ? 0 : FSAFE_CREATE_ONLY;
 	fsafe__seg_name(name, run->first);
 	if (r == 0)
 		r = fsafe_writer_open(s->dirfd, name, &wo, &wr);
@@ -794,6 +832,7 @@ static int mend_segment(struct walk *w, struct seg_scan *g, size_t i,
 {
 	fsafe_spool *s = w->s;
 	char what[96], action[192], dst[96] = "";
+	uint64_t chain = w->chain;
 	int r = 0;
 
 	for (size_t k = 0; k < g->nruns; k++) {
@@ -825,12 +864,15 @@ static int mend_segment(struct walk *w, struct seg_scan *g, size_t i,
 		if (torn)
 			s->truncated += to - run->end;
 	}
-	/* Losses up to here are counted: the next segment's gap is not. */
-	w->chain = g->runs[g->nruns - 1].next;
+	/* Losses up to here are counted: the next segment's gap is not
+	   (nor, after a salvaged header, the runs already counted). */
+	if (g->runs[g->nruns - 1].next > chain)
+		chain = g->runs[g->nruns - 1].next;
+	w->chain = chain;
 	if (!last && g->runs[g->nruns - 1].why && s->segs[i + 1] > w->chain)
 		w->chain = s->segs[i + 1];
 	for (size_t k = 1; w->fix && k < g->nruns; k++)
-		if ((r = write_salvage(s, g, &g->runs[k])) < 0 ||
+		if ((r = write_salvage(s, g, &g->runs[k], false)) < 0 ||
 		    (r = seg_insert(s, g->runs[k].first)) < 0)
 			return r;
 	if (!w->fix)
@@ -875,6 +917,50 @@ static int open_tail(struct walk *w, const struct seg_scan *g)
 	return s->wfd < 0 ? s->wfd : 0;
 }
 
+/*
+ * A segment whose header is damaged but whose frames validate: the whole
+ * file is copied to quarantine, its runs are written as segments of their
+ * own (the one at its own name last, replacing it), and a file left with
+ * no run at its name goes. A crash in between repeats the copy and keeps
+ * what was written. 1: look at index i again (fix), 0: go on (check).
+ */
+static int salvage_whole(struct walk *w, struct seg_scan *g, size_t i)
+{
+	fsafe_spool *s = w->s;
+	char what[96], action[192], dst[96] = "";
+	uint64_t salvaged = 0, lost = missing(w, g->runs[0].first);
+	bool own = g->runs[0].first == s->segs[i];
+	int r = 0;
+
+	for (size_t k = 0; k < g->nruns; k++) {
+		salvaged += g->runs[k].next - g->runs[k].first;
+		if (k)
+			lost += g->runs[k].first - g->runs[k - 1].next;
+	}
+	if (w->fix && (r = copy_out(s, g->fd, g->name, 0, g->size, dst,
+	                            sizeof(dst))) < 0)
+		return r;
+	snprintf(what, sizeof(what), "%s", g->bad);
+	snprintf(action, sizeof(action), "%" PRIu64 " bytes quarantined as "
+	         "%s; %" PRIu64 " records salvaged", g->size, dst, salvaged);
+	report(w, g->name, what, action, lost);
+	s->qbytes += g->size;
+	s->salvaged += salvaged;
+	w->chain = g->runs[g->nruns - 1].next;
+	if (!w->fix)
+		return 0;
+	for (size_t k = own; k < g->nruns; k++)
+		if ((r = write_salvage(s, g, &g->runs[k], false)) < 0 ||
+		    (r = seg_insert(s, g->runs[k].first)) < 0)
+			return r;
+	if (own)
+		return (r = write_salvage(s, g, &g->runs[0], true)) < 0 ? r : 1;
+	if ((r = fsafe__unlinkat(s->dirfd, g->name, 0)) < 0 && r != -ENOENT)
+		return r;
+	seg_remove(s, i);
+	return (r = fsafe__fsync(s->dirfd)) < 0 ? r : 1;
+}
+
 static int walk_segment(struct walk *w, size_t i)
 {
 	fsafe_spool *s = w->s;
@@ -886,6 +972,11 @@ static int walk_segment(struct walk *w, size_t i)
 		seg_scan_free(&g);
 		seg_remove(s, i);
 		return 1;
+	}
+	if (r == 0 && g.bad && g.nruns) {
+		r = salvage_whole(w, &g, i);
+		seg_scan_free(&g);
+		return r;
 	}
 	if (r == 0 && g.bad)
 		r = drop_entry(w, &g, i);
@@ -919,7 +1010,8 @@ static int drop_strays(struct walk *w)
 		if (r == -ENOENT) {
 			seg_remove(w->s, i);
 			r = 1;
-		} else if (r == 0 && g.bad && (r = drop_entry(w, &g, i)) == 0) {
+		} else if (r == 0 && g.bad && !g.nruns &&
+		           (r = drop_entry(w, &g, i)) == 0) {
 			r = 1;
 		}
 		seg_scan_free(&g);

@@ -23,6 +23,9 @@
  *     - the valid frames after damage (this segment's salt, their own
  *       offset and a later number) are salvaged into a segment of their
  *       own, named by their first number, and read in order;
+ *     - a damaged header whose salt still validates the frames costs
+ *       no record: the file is copied to quarantine/, its frames
+ *       salvaged;
  *     - an entry named like a segment that is not one of this spool's
  *       (not a regular file, a bad header, another number) is moved to
  *       quarantine/ whole, before the last segment is chosen;

@@ -297,6 +297,9 @@ static void test_middle_truncated_quarantined(void **state)
 	fsafe_spool_close(s);
 }
 
+/* A damaged header costs no record when the salt it holds still
+   validates the frames: they are salvaged, the old file kept in
+   quarantine/. */
 static void test_bad_last_header(void **state)
 {
 	struct fx *f = *state;
@@ -305,6 +308,28 @@ static void test_bad_last_header(void **state)
 	fill(f, 1024, 80);
 	int n = segments(f, segs, 64);
 	poke(seg_path(f, segs[n - 1]), 3, 0xff);
+	fsafe_spool *s = su_open(f->fd, "sp", 1024, 300);
+	struct fsafe_spool_stat st = su_stat(s);
+	assert_int_equal(st.salvaged, 81 - segs[n - 1]);
+	assert_int_equal(st.lost, 0);
+	assert_int_equal(st.quarantine_entries, 1);
+	assert_int_equal(st.next_seq, 81);
+	assert_int_equal(su_append(s, 81, 30, 4), 0);
+	fsafe_spool_close(s);
+	expect_records(f, 1, 110, 0, false);
+}
+
+/* A header whose salt is damaged too: the segment is not recognisably
+   this spool's, and goes to quarantine whole. */
+static void test_bad_last_header_and_salt(void **state)
+{
+	struct fx *f = *state;
+	uint64_t segs[64];
+
+	fill(f, 1024, 80);
+	int n = segments(f, segs, 64);
+	poke(seg_path(f, segs[n - 1]), 3, 0xff);
+	poke(seg_path(f, segs[n - 1]), 17, 0xff);
 	expect_records(f, 1, segs[n - 1] - 1, 1, false);
 	/* Numbers continue after the last record kept. */
 	fsafe_spool *s = su_open(f->fd, "sp", 1024, 300);
@@ -456,6 +481,7 @@ int main(void)
 		T(test_middle_bit_flip_salvaged),
 		T(test_middle_truncated_quarantined),
 		T(test_bad_last_header),
+		T(test_bad_last_header_and_salt),
 		T(test_empty_and_junk_segment_files),
 		T(test_missing_old_segment),
 		T(test_cursor_ahead_kept),
