@@ -358,6 +358,7 @@ struct fsafe_spool {
 	uint64_t qbytes, salvaged, lost, cursor_ahead;
 	int problems; /* found by the last walk */
 	int stopped;  /* the damage callback's non-zero return */
+	bool rdonly;  /* FSAFE_SPOOL_RDONLY */
 };
 
 struct fsafe_spool_reader {
@@ -1150,7 +1151,7 @@ static int opts_load(struct spool_opts *o, const struct fsafe_spool_opts *in)
 	o->error = v.error;
 	o->damage = v.damage;
 	o->damage_arg = v.damage_arg;
-	if ((v.flags & ~(unsigned)FSAFE_SPOOL_CREATE) ||
+	if ((v.flags & ~(unsigned)(FSAFE_SPOOL_CREATE | FSAFE_SPOOL_RDONLY)) ||
 	    o->max_record > FSAFE__RECORD_LIMIT)
 		return -EINVAL;
 	return 0;
@@ -1219,8 +1220,10 @@ int fsafe_spool_open(int dirfd, const char *path,
 		r = make_dir(dirfd, path, &step);
 	if (r == 0 && !(s = spool_new(&o)))
 		r = -ENOMEM;
+	if (r == 0)
+		s->rdonly = o.flags & FSAFE_SPOOL_RDONLY;
 	if (r == 0 && (r = spool_lock(s, dirfd, path, &step)) == 0) {
-		struct walk w = { .s = s, .fix = true, .fn = o.damage,
+		struct walk w = { .s = s, .fix = !s->rdonly, .fn = o.damage,
 		                  .arg = o.damage_arg };
 		r = walk(&w);
 	}
@@ -1425,6 +1428,8 @@ int fsafe_spool_append(fsafe_spool *s, const struct iovec *recs, size_t n,
 {
 	uint64_t first;
 
+	if (s->rdonly)
+		return -EBADF;
 	for (size_t i = 0; i < n; i++)
 		if (recs[i].iov_len > s->max_record)
 			return -EMSGSIZE;
@@ -1550,6 +1555,13 @@ int fsafe_spool_next(fsafe_spool_reader *r, const void **data, size_t *len,
 		}
 		if (e == 1)
 			continue; /* before `from`: skip */
+		/* Read-only, damage stays in place: go on past it. */
+		if (s->rdonly && r->sc.problem &&
+		    (e = fsafe__scan_resync(&r->sc)) != 0) {
+			if (e < 0)
+				return e;
+			continue;
+		}
 		if (r->seg_next == UINT64_MAX) {
 			/* The end of what was the last segment; it may grow,
 			   so read afresh next time, or a rollover may have
@@ -1571,6 +1583,8 @@ int fsafe_spool_next(fsafe_spool_reader *r, const void **data, size_t *len,
 
 int fsafe_spool_ack(fsafe_spool *s, uint64_t seq)
 {
+	if (s->rdonly)
+		return -EBADF;
 	pthread_mutex_lock(&s->mu);
 	uint64_t cursor = seq >= s->durable_seq ? s->durable_seq : seq + 1;
 	uint64_t old = s->cursor;

@@ -30,13 +30,15 @@ static const char help[] =
 	"\n"
 	"  append    one record per line of FILE (default: standard input),\n"
 	"            durable when the command exits 0; creates DIR if missing\n"
-	"  read      records from the cursor (or --from SEQ), one per line\n"
+	"  read      records from the cursor (or --from SEQ), one per line;\n"
+	"            changes nothing (damage is read past, not repaired)\n"
 	"  ack SEQ   records up to SEQ are consumed: the cursor moves past it\n"
 	"  check     find damage, change nothing: one \"PATH: WHAT\" line a\n"
 	"            problem; exit 1 if any\n"
 	"  repair    mend it (damaged bytes to quarantine/, valid records\n"
 	"            after them salvaged): \"PATH: WHAT: ACTION\" lines\n"
-	"  stat      cursor, numbers, segments, bytes, repairs made at open\n"
+	"  stat      cursor, numbers, segments, bytes, damage found; changes\n"
+	"            nothing\n"
 	"\n"
 	"  -0, --null          records end with NUL, not newline\n"
 	"  -s, --seq           read: print \"SEQ<TAB>\" before each record\n"
@@ -109,11 +111,17 @@ static int parse(int argc, char **argv, struct spool_args *a)
 	return CLI_OK;
 }
 
-/* Damage that opening repaired: one line each on standard error. */
+/* Damage that opening found (and repaired, unless read-only): one line
+   each on standard error. */
 static int warn_damage(const struct fsafe_damage *d, void *arg)
 {
-	cli_warn("spool %s: %s: %s: %s", (const char *)arg, d->path, d->what,
-	         d->action);
+	if (d->action)
+		cli_warn("spool %s: %s: %s: %s", (const char *)arg, d->path,
+		         d->what, d->action);
+	else /* read-only: found, left in place */
+		cli_warn("spool %s: %s: %s: %" PRIu64 " records lost",
+		         (const char *)arg,
+		         d->path, d->what, d->lost);
 	return 0;
 }
 
@@ -229,7 +237,7 @@ static int do_read(const char *dir, struct spool_args *a)
 	const void *d;
 	size_t len;
 	uint64_t seq, n = 0;
-	int r, rc = open_spool(dir, a, 0, &s);
+	int r, rc = open_spool(dir, a, FSAFE_SPOOL_RDONLY, &s);
 
 	if (rc != CLI_OK)
 		return rc;
@@ -274,7 +282,7 @@ static int do_stat(const char *dir, struct spool_args *a)
 {
 	struct fsafe_spool_stat st = FSAFE_SPOOL_STAT_INIT;
 	fsafe_spool *s;
-	int rc = open_spool(dir, a, 0, &s);
+	int rc = open_spool(dir, a, FSAFE_SPOOL_RDONLY, &s);
 
 	if (rc != CLI_OK)
 		return rc;

@@ -41,6 +41,8 @@
  *       and records missing from the cursor on are found again at every
  *       open (fsafe_spool_check keeps reporting them until consumed).
  *    Opening again after a crash during that recovery finishes it.
+ *    FSAFE_SPOOL_RDONLY opens without changing anything: damage is
+ *    reported, and readers go past it in place.
  *    Limit: a valid segment copied in from another spool under a fitting
  *    name cannot be told from this spool's own (segments carry no spool
  *    identity); its records are read as this spool's.
@@ -69,6 +71,10 @@ typedef struct fsafe_spool_reader fsafe_spool_reader;
 enum {
 	/* Create the directory if missing (its parent must exist). */
 	FSAFE_SPOOL_CREATE = 1u << 0,
+	/* Change nothing on disk: damage is found (and reported through
+	   `damage`) but not repaired; reading goes past damage in place.
+	   Append and ack fail with -EBADF. */
+	FSAFE_SPOOL_RDONLY = 1u << 1,
 };
 
 struct fsafe_spool_opts {

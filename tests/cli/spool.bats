@@ -72,10 +72,16 @@ setup() {
 	run --separate-stderr "$FSAFE" spool sp stat
 	[[ "$output" == *"lost: 1"* ]]
 	[[ "$stderr" == *"${second##*/}: bad frame at offset 32"* ]]
-	[ -e "sp/quarantine/${second##*/}@32" ]
 	first=$((10#$(basename "$second" .seg)))
+	# Reading changes nothing and reads past the damage in place.
+	cp -a sp before
 	run --separate-stderr "$FSAFE" spool sp read
 	[ "$status" -eq 0 ]
+	[ "$output" = "$(seq 1 300 | grep -vx "$first")" ]
+	diff -r before sp
+	"$FSAFE" spool sp repair
+	[ -e "sp/quarantine/${second##*/}@32" ]
+	run --separate-stderr "$FSAFE" spool sp read
 	[ "$output" = "$(seq 1 300 | grep -vx "$first")" ]
 }
 
@@ -104,8 +110,13 @@ setup() {
 	# Records 5 and 6 held the damaged bytes (frames at 172 and 207).
 	[ "$output" = "$(seq 1 500 | grep -vxE '5|6' | sed s/^/m-/)" ]
 	[[ "$stderr" == *"00000000000000000001.seg: bad frame at offset 172"* ]]
+	[[ "$stderr" == *"2 records lost"* ]]
+	[ ! -e S/quarantine ] # reading changed nothing
+	run --separate-stderr "$FSAFE" spool S append <<< m-501
 	[[ "$stderr" == *"494 records after it salvaged"* ]]
 	[ -s S/quarantine/00000000000000000001.seg@172 ]
+	run --separate-stderr "$FSAFE" spool S read
+	[ "$output" = "$(seq 1 501 | grep -vxE '5|6' | sed s/^/m-/)" ]
 	run "$FSAFE" spool S stat
 	[[ "$output" == *"salvaged: 0"* ]] && [[ "$output" == *"lost: 2"* ]]
 	[[ "$output" == *"quarantine-entries: 1"* ]]
@@ -156,8 +167,10 @@ setup() {
 	echo junk > sp/00000000000000000099.seg
 	run --separate-stderr "$FSAFE" spool sp read
 	[ "$output" = "$(seq 1 20)" ]
+	echo 21 | "$FSAFE" spool sp append
 	[ -e sp/quarantine/00000000000000000099.seg ]
-	[ -e sp/00000000000000000001.seg ]
+	run --separate-stderr "$FSAFE" spool sp read
+	[ "$output" = "$(seq 1 21)" ]
 }
 
 @test "a stray segment name that is a symlink or a directory" {
@@ -170,6 +183,7 @@ setup() {
 	[[ "$output" == *"98.seg: a directory, not a file"* ]]
 	run --separate-stderr "$FSAFE" spool sp read
 	[ "$status" -eq 0 ] && [ "$output" = "$(seq 1 20)" ]
+	"$FSAFE" spool sp repair
 	[ -L sp/quarantine/00000000000000000099.seg ]
 	[ -d sp/quarantine/00000000000000000098.seg ]
 }
@@ -186,6 +200,8 @@ setup() {
 	[[ "$output" == *"50.seg: not a regular file"* ]]
 	run --separate-stderr timeout 10 "$FSAFE" spool sp read
 	[ "$status" -eq 0 ] && [ "$output" = "$(seq 1 20)" ]
+	run timeout 10 "$FSAFE" spool sp repair
+	[ "$status" -eq 0 ]
 	[ -p sp/quarantine/cursor ]
 	[ -p sp/quarantine/00000000000000000050.seg ]
 }

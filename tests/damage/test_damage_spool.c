@@ -4,7 +4,8 @@
  * artifact under every damage class, plus stray segment names before and
  * after the real ones, a segment copied in from another spool and a
  * segment duplicated under another number. For each case every command
- * finishes in bounded time, nothing outside the spool changes, every
+ * finishes in bounded time, check, stat and read change nothing in the
+ * spool, repair and append nothing outside it, every
  * unconsumed record not held in the damaged artifact comes back
  * byte-identical, a record appended afterwards gets a number above every
  * one acknowledged, and check reports the damage (where it can be seen:
@@ -244,9 +245,16 @@ static void one_case(struct fx *f, const struct dmg_case *c, const char *cls)
 	held(f, c->path, &lo, &hi);
 	before = snap_take(f->root, "S");
 
+	/* check, stat and read change nothing in the spool either. */
+	char *store = snap_take(f->sp, NULL);
 	o.reported = cli(f, "check", NULL, NULL, &o) == 1;
 	cli(f, "stat", NULL, NULL, &o);
 	cli(f, "read", "--seq", NULL, &o);
+	char *store_after = snap_take(f->sp, NULL);
+	if (!o.hung && strcmp(store, store_after) != 0)
+		fail_msg("%s: a read-only command changed the spool", name);
+	free(store);
+	free(store_after);
 	int r = cli(f, "repair", NULL, NULL, &o);
 	if (!o.hung && r != 0 && r != 1)
 		fail_msg("%s: repair exited %d", name, r);
