@@ -469,6 +469,45 @@ static void test_check_reports_without_repair(void **state)
 	                 -ENOENT);
 }
 
+/* FSAFE_SPOOL_RDONLY: the damage is found and read past, nothing on disk
+   changes, and the handle refuses to write. */
+static void test_rdonly_changes_nothing(void **state)
+{
+	struct fx *f = *state;
+	struct fsafe_spool_opts o = FSAFE_SPOOL_OPTS_INIT;
+	uint64_t segs[64], seq, got = 0;
+	fsafe_spool *s;
+	fsafe_spool_reader *rd;
+	const void *d;
+	size_t len;
+
+	fill(f, 1024, 80);
+	int n = segments(f, segs, 64);
+	poke(seg_path(f, segs[1]), FSAFE__SEG_HDR + FSAFE__FRAME_HDR + 1, 0x10);
+	append_raw(seg_path(f, segs[n - 1]), "torn", 4);
+	off_t mid = file_size(seg_path(f, segs[1]));
+	off_t last = file_size(seg_path(f, segs[n - 1]));
+	o.flags = FSAFE_SPOOL_RDONLY;
+	assert_int_equal(fsafe_spool_open(f->fd, "sp", &o, &s), 0);
+	struct fsafe_spool_stat st = su_stat(s);
+	assert_int_equal(st.lost, 1);
+	assert_int_equal(st.next_seq, 81);
+	assert_int_equal(fsafe_spool_reader_open(s, 1, &rd), 0);
+	while (fsafe_spool_next(rd, &d, &len, &seq) == 1)
+		got++;
+	fsafe_spool_reader_close(rd);
+	assert_int_equal(got, 79);
+	struct iovec v = { "x", 1 };
+	assert_int_equal(fsafe_spool_append(s, &v, 1, NULL), -EBADF);
+	assert_int_equal(fsafe_spool_ack(s, 5), -EBADF);
+	fsafe_spool_close(s);
+	assert_int_equal(file_size(seg_path(f, segs[1])), mid);
+	assert_int_equal(file_size(seg_path(f, segs[n - 1])), last);
+	char q[4200];
+	snprintf(q, sizeof(q), "%s/quarantine", f->sp);
+	assert_int_equal(access(q, F_OK), -1);
+}
+
 int main(void)
 {
 #define T(t) cmocka_unit_test_setup_teardown(t, setup, teardown)
@@ -487,6 +526,7 @@ int main(void)
 		T(test_cursor_ahead_kept),
 		T(test_cursor_garbage_redelivers),
 		T(test_check_reports_without_repair),
+		T(test_rdonly_changes_nothing),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
