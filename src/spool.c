@@ -35,9 +35,7 @@
 
 #define SEG_MAGIC "FSPSEG1"
 #define FRAME_MAGIC 0x52505346u /* "FSPR" */
-#define CURSOR_MAGIC "FSPCUR1"
 #define CURSOR_NAME "cursor"
-#define CURSOR_LEN 20
 #define QUARANTINE "quarantine"
 #define WINDOW (64u * 1024)
 #define WBUF (256u * 1024)
@@ -297,6 +295,43 @@ int fsafe__scan_next(struct fsafe__scan *sc, const void **data, size_t *len,
 	return 1;
 }
 
+/* Whether the frame at p (its header at h) could follow sc's chain after
+   damage: its own offset, a later number, no more frames lost than could
+   fit into the bytes skipped. */
+static bool resync_candidate(const struct fsafe__scan *sc, uint64_t p,
+                             const unsigned char *h)
+{
+	uint64_t seq = get64(h + 8);
+
+	return get32(h) == FRAME_MAGIC && get32(h + 4) <= sc->hdr.max_record &&
+	       get64(h + 16) == p && get32(h + 24) == 0 &&
+	       seq >= sc->next_seq &&
+	       seq - sc->next_seq <= (p - sc->pos) / FSAFE__FRAME_HDR;
+}
+
+int fsafe__scan_resync(struct fsafe__scan *sc)
+{
+	const unsigned char *h;
+
+	for (uint64_t p = sc->pos + 1;; p++) {
+		int r = scan_ensure(sc, p, FSAFE__FRAME_HDR, &h);
+		if (r <= 0)
+			return r;
+		if (!resync_candidate(sc, p, h))
+			continue;
+		uint32_t n = get32(h + 4);
+		if ((r = scan_ensure(sc, p, FSAFE__FRAME_HDR + (size_t)n, &h)) < 0)
+			return r;
+		if (r == 1 && get32(h + 28) == frame_crc(sc->hdr.salt, h,
+		                                         h + FSAFE__FRAME_HDR, n)) {
+			sc->pos = p;
+			sc->next_seq = get64(h + 8);
+			sc->problem = NULL;
+			return 1;
+		}
+	}
+}
+
 /* ---- the handle ------------------------------------------------------------- */
 
 struct fsafe_spool {
@@ -319,7 +354,11 @@ struct fsafe_spool {
 	unsigned char *wbuf;
 	size_t wcap, wlen;
 	uint64_t cursor;
-	uint64_t quarantined, truncated, dropped;
+	uint64_t quarantined, truncated, dropped; /* see fsafe_spool_stat */
+	uint64_t qbytes, salvaged, lost, cursor_ahead;
+	int problems; /* found by the last walk */
+	int stopped;  /* the damage callback's non-zero return */
+	bool rdonly;  /* FSAFE_SPOOL_RDONLY */
 };
 
 struct fsafe_spool_reader {
@@ -384,157 +423,604 @@ static int list_segments(fsafe_spool *s, int dfd)
 	return r;
 }
 
+/* fsafe__open_regular's answers for an entry that is not a regular file
+   (-ENXIO: a socket, which O_NONBLOCK cannot open). */
+static bool not_a_file(int err)
+{
+	return err == -ELOOP || err == -EISDIR || err == -EBADFD ||
+	       err == -ENXIO;
+}
+
 static int open_seg(int dfd, uint64_t first, int flags)
 {
 	char name[FSAFE__SEG_NAME_LEN + 1];
 
 	fsafe__seg_name(name, first);
-	return fsafe__openat(dfd, name, flags | O_NOFOLLOW, 0);
+	return fsafe__open_regular(dfd, name, flags, NULL);
+}
+
+/* ---- damage: what check reports, and open and repair mend ------------------ */
+
+/* One walk over the spool's state: repairing (open, repair) or only
+   reporting (check, which changes nothing on disk). */
+struct walk {
+	fsafe_spool *s;
+	bool fix;
+	fsafe_damage_fn fn;
+	void *arg;
+	uint64_t chain;  /* the number the next kept record would carry */
+};
+
+static void report(struct walk *w, const char *path, const char *what,
+                   const char *action, uint64_t lost)
+{
+	struct fsafe_damage d = { path, what, w->fix ? action : NULL, lost };
+
+	w->s->problems++;
+	w->s->lost += lost;
+	if (w->fn && !w->s->stopped)
+		w->s->stopped = w->fn(&d, w->arg);
+}
+
+static const char *type_problem(int err)
+{
+	return err == -ELOOP    ? "a symbolic link, not a file"
+	       : err == -EISDIR ? "a directory, not a file"
+	                        : "not a regular file";
+}
+
+/* Try dst = "name", "name.1", ... until `try` does not say -EEXIST. */
+#define FREE_NAME(dst, name, r, try)                                          \
+	for (unsigned i_ = 0; i_ < 1000; i_++) {                              \
+		snprintf(dst, sizeof(dst), i_ ? "%s.%u" : "%s", name, i_);    \
+		if (((r) = (try)) != -EEXIST)                                 \
+			break;                                                \
+	}
+
+static int rename_free(int from, const char *name, int to, const char *dst)
+{
+	int r = fsafe__renameat2(from, name, to, dst, RENAME_NOREPLACE);
+
+	if (r == -ENOSYS || r == -EINVAL)
+		r = fsafe__fstatat(to, dst, &(struct stat){ 0 },
+		                   AT_SYMLINK_NOFOLLOW) == -ENOENT
+		            ? fsafe__renameat(from, name, to, dst)
+		            : -EEXIST;
+	return r;
+}
+
+/*
+ * quarantine/, made when missing. Whatever else stands under that name (a
+ * symlink, a FIFO...) is never followed: it is moved into a new
+ * quarantine/ itself. The directory's fd, or -errno.
+ */
+static int quarantine_dir(fsafe_spool *s)
+{
+	char tmp[32];
+	int r, qfd = fsafe__open_subdir(s->dirfd, QUARANTINE);
+
+	if (qfd >= 0 || (qfd != -ENOENT && qfd != -ELOOP && qfd != -ENOTDIR))
+		return qfd;
+	bool displaced = qfd != -ENOENT;
+	if (displaced) {
+		FREE_NAME(tmp, QUARANTINE ".displaced", r,
+		          rename_free(s->dirfd, QUARANTINE, s->dirfd, tmp));
+		if (r < 0)
+			return r;
+	}
+	if ((r = fsafe__mkdirat(s->dirfd, QUARANTINE, 0777)) < 0 &&
+	    r != -EEXIST)
+		return r;
+	if ((qfd = fsafe__open_subdir(s->dirfd, QUARANTINE)) < 0)
+		return qfd;
+	if (displaced) {
+		char dst[32];
+		FREE_NAME(dst, QUARANTINE, r, rename_free(s->dirfd, tmp, qfd,
+		                                         dst));
+		if (r == 0)
+			r = fsafe__fsync(qfd);
+	}
+	if (r == 0)
+		r = fsafe__fsync(s->dirfd);
+	if (r < 0) {
+		fsafe__close(qfd);
+		return r;
+	}
+	return qfd;
+}
+
+/* Move the entry `name` (any type, never followed) into quarantine/ under
+   a name not taken there (the same one may go bad twice), durably. */
+static int move_in(fsafe_spool *s, const char *name, char *dst, size_t len)
+{
+	char d[FSAFE__SEG_NAME_LEN + 16];
+	int r, qfd = quarantine_dir(s);
+
+	if (qfd < 0)
+		return qfd;
+	FREE_NAME(d, name, r, rename_free(s->dirfd, name, qfd, d));
+	if (r == 0 && (r = fsafe__fsync(qfd)) == 0)
+		r = fsafe__fsync(s->dirfd);
+	fsafe__close(qfd);
+	snprintf(dst, len, QUARANTINE "/%s", d);
+	return r;
+}
+
+/* Copy bytes [from, to) of fd into quarantine/NAME@FROM, durably. */
+static int copy_out(fsafe_spool *s, int fd, const char *name, uint64_t from,
+                    uint64_t to, char *dst, size_t len)
+{
+	struct fsafe_write_opts wo = FSAFE_WRITE_OPTS_INIT;
+	char base[FSAFE__SEG_NAME_LEN + 24], d[FSAFE__SEG_NAME_LEN + 32];
+	unsigned char buf[16384];
+	fsafe_writer *wr;
+	int r, qfd = quarantine_dir(s);
+
+	if (qfd < 0)
+		return qfd;
+	wo.flags = FSAFE_CREATE_ONLY;
+	snprintf(base, sizeof(base), "%s@%" PRIu64, name, from);
+	FREE_NAME(d, base, r,
+	          fsafe__fstatat(qfd, d, &(struct stat){ 0 },
+	                         AT_SYMLINK_NOFOLLOW) == -ENOENT ? 0 : -EEXIST);
+	if (r == 0)
+		r = fsafe_writer_open(qfd, d, &wo, &wr);
+	for (uint64_t at = from; r == 0 && at < to;) {
+		size_t n = to - at < sizeof(buf) ? (size_t)(to - at) : sizeof(buf);
+		ssize_t got = pread_full(fd, buf, n, at);
+		if (got <= 0) {
+			fsafe_writer_abort(wr);
+			r = got < 0 ? (int)got : -EIO;
+			break;
+		}
+		if ((r = fsafe_writer_write(wr, buf, (size_t)got)) < 0)
+			fsafe_writer_abort(wr);
+		at += (uint64_t)got;
+	}
+	if (r == 0)
+		r = fsafe_writer_commit(wr);
+	fsafe__close(qfd);
+	snprintf(dst, len, QUARANTINE "/%s", d);
+	return r == FSAFE_ENOTDURABLE ? -EIO : r;
 }
 
 /* ---- cursor --------------------------------------------------------------- */
 
-/* The stored cursor, or 0 when it is missing or unreadable (then reading
-   starts at the oldest record: redelivery beats loss). */
-static uint64_t cursor_load(int dfd)
-{
-	unsigned char b[CURSOR_LEN + 1];
-	int fd = fsafe__openat(dfd, CURSOR_NAME, O_RDONLY | O_NOFOLLOW, 0);
-
-	if (fd < 0)
-		return 0;
-	ssize_t n = pread_full(fd, b, sizeof(b), 0);
-	fsafe__close(fd);
-	if (n != CURSOR_LEN || memcmp(b, CURSOR_MAGIC, 8) != 0 ||
-	    get32(b + 16) != fsafe__crc32c(0, b, 16))
-		return 0;
-	return get64(b + 8);
-}
-
 static int cursor_store(int dfd, uint64_t cursor)
 {
-	unsigned char b[CURSOR_LEN];
+	unsigned char b[FSAFE__CURSOR_LEN];
 
-	memcpy(b, CURSOR_MAGIC, 8);
-	put64(b + 8, cursor);
-	put32(b + 16, fsafe__crc32c(0, b, 16));
+	fsafe__cursor_encode(b, cursor);
 	return fsafe_write_fileat(dfd, CURSOR_NAME, b, sizeof(b), NULL);
 }
 
-/* ---- recovery ------------------------------------------------------------- */
-
-/* Move segment `first` into quarantine/ under a name not yet taken there
-   (the same sequence may go bad twice), and make the move durable. */
-static int quarantine(fsafe_spool *s, uint64_t first)
+/* The stored cursor, or 0 when there is none. A cursor that is not a file
+   or does not validate is damage: reading starts at the oldest record
+   (redelivery beats loss), and repair moves it to quarantine. */
+static int walk_cursor(struct walk *w, uint64_t *cursor)
 {
-	char name[FSAFE__SEG_NAME_LEN + 1], dst[FSAFE__SEG_NAME_LEN + 16];
-	int r = fsafe__mkdirat(s->dirfd, QUARANTINE, 0777);
+	unsigned char b[FSAFE__CURSOR_LEN + 1];
+	char what[64], dst[64];
+	const char *why;
 
-	if (r < 0 && r != -EEXIST)
-		return r;
-	int qfd = fsafe__open_dir(s->dirfd, QUARANTINE);
-	if (qfd < 0)
-		return qfd;
-	fsafe__seg_name(name, first);
-	for (unsigned i = 0; i < 1000; i++) {
-		snprintf(dst, sizeof(dst), i ? "%s.%u" : "%s", name, i);
-		r = fsafe__renameat2(s->dirfd, name, qfd, dst,
-		                     RENAME_NOREPLACE);
-		if (r == -ENOSYS || r == -EINVAL)
-			r = fsafe__fstatat(qfd, dst, &(struct stat){ 0 },
-			                   AT_SYMLINK_NOFOLLOW) == -ENOENT
-			            ? fsafe__renameat(s->dirfd, name, qfd, dst)
-			            : -EEXIST;
-		if (r != -EEXIST)
-			break;
+	*cursor = 0;
+	int fd = fsafe__open_regular(w->s->dirfd, CURSOR_NAME, O_RDONLY, NULL);
+	if (fd == -ENOENT)
+		return 0;
+	if (fd >= 0) {
+		ssize_t n = pread_full(fd, b, sizeof(b), 0);
+		fsafe__close(fd);
+		if (n < 0)
+			return (int)n;
+		if (!(why = fsafe__cursor_decode(b, (size_t)n, cursor)))
+			return 0;
+		*cursor = 0;
+		snprintf(what, sizeof(what), "bad cursor (%s)", why);
+	} else if (not_a_file(fd)) {
+		snprintf(what, sizeof(what), "%s", type_problem(fd));
+	} else {
+		return fd;
 	}
-	if (r == 0 && (r = fsafe__fsync(qfd)) == 0)
-		r = fsafe__fsync(s->dirfd);
-	fsafe__close(qfd);
-	if (r == 0)
-		s->quarantined++;
-	return r;
+	int r = w->fix ? move_in(w->s, CURSOR_NAME, dst, sizeof(dst)) : 0;
+	if (r < 0)
+		return r;
+	char action[128];
+	snprintf(action, sizeof(action), "moved to %s; reading starts at the "
+	         "oldest record", dst);
+	report(w, CURSOR_NAME, what, action, 0);
+	return 0;
 }
 
-/* Scan a whole segment: 0 with *end / *next at its valid end, and whether
-   that end is the file's end; 1 when its header is bad; or -errno. */
-static int scan_segment(int dfd, uint64_t first, uint64_t *end,
-                        uint64_t *next, bool *whole, struct fsafe__seg_hdr *h)
+/* ---- segments --------------------------------------------------------------- */
+
+/* A stretch of consecutive valid frames in a segment. */
+struct run {
+	uint64_t start, end;  /* byte range */
+	uint64_t first, next; /* numbers: [first, next) */
+	const char *why;      /* what ends it (NULL: the end of the file) */
+};
+
+/* One segment, scanned past any damage. */
+struct seg_scan {
+	char name[FSAFE__SEG_NAME_LEN + 1];
+	int fd;
+	uint64_t size;
+	struct fsafe__scan sc;
+	const char *bad; /* the whole entry is bad: why */
+	struct run *runs;
+	size_t nruns;
+};
+
+static void seg_scan_free(struct seg_scan *g)
 {
-	struct fsafe__scan sc = { .buf = NULL };
+	if (g->fd >= 0)
+		fsafe__close(g->fd);
+	fsafe__scan_free(&g->sc);
+	free(g->runs);
+}
+
+static int push_run(struct seg_scan *g, const struct run *r)
+{
+	struct run *n = realloc(g->runs, (g->nruns + 1) * sizeof(*n));
+
+	if (!n)
+		return -ENOMEM;
+	g->runs = n;
+	g->runs[g->nruns++] = *r;
+	return 0;
+}
+
+/* Every run of valid frames of segment `first`, or g->bad set, or -ENOENT
+   when it is gone, or -errno. */
+/* Every run of valid frames from sc's position on. */
+static int collect_runs(struct seg_scan *g)
+{
 	const void *d;
 	size_t len;
 	uint64_t seq;
-	int fd = open_seg(dfd, first, O_RDONLY), r;
+	int r;
 
-	if (fd < 0)
-		return fd;
-	if ((r = fsafe__scan_open(&sc, fd, first)) == 0) {
-		while ((r = fsafe__scan_next(&sc, &d, &len, &seq)) == 1)
+	for (;;) {
+		struct run run = { .start = g->sc.pos, .first = g->sc.next_seq };
+		while ((r = fsafe__scan_next(&g->sc, &d, &len, &seq)) == 1)
 			;
-		*end = sc.pos;
-		*next = sc.next_seq;
-		*whole = r == 0 && !sc.problem;
-		*h = sc.hdr;
+		if (r < 0)
+			return r;
+		run.end = g->sc.pos;
+		run.next = g->sc.next_seq;
+		run.why = g->sc.problem;
+		if (run.end == g->size)
+			run.why = NULL;
+		if ((r = push_run(g, &run)) < 0 || !run.why ||
+		    (r = fsafe__scan_resync(&g->sc)) <= 0)
+			return r < 0 ? r : 0;
 	}
-	fsafe__scan_free(&sc);
-	fsafe__close(fd);
+}
+
+/*
+ * A damaged header still holds the salt its frames were written with,
+ * unless that is damaged too: frames that validate with it, at their own
+ * offsets, with numbers from the name on, are this segment's. Their runs
+ * (none: the entry is not a segment of this spool).
+ */
+static int header_salvage(struct seg_scan *g, uint64_t first)
+{
+	unsigned char raw[FSAFE__SEG_HDR];
+
+	if (strcmp(g->sc.problem, "bad header") != 0 ||
+	    pread_full(g->fd, raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
+		return 0;
+	g->sc.hdr.first_seq = first;
+	g->sc.hdr.salt = get64(raw + 16);
+	g->sc.hdr.max_record = FSAFE__RECORD_LIMIT;
+	g->sc.pos = FSAFE__SEG_HDR;
+	g->sc.next_seq = first;
+	int r = collect_runs(g);
+	size_t k = 0;
+	for (size_t i = 0; i < g->nruns; i++) /* keep runs with records */
+		if (g->runs[i].next > g->runs[i].first)
+			g->runs[k++] = g->runs[i];
+	g->nruns = k;
 	return r;
 }
 
-/* Cut the torn tail of the last segment and make the cut durable. */
-static int truncate_tail(fsafe_spool *s, uint64_t first, uint64_t end)
+/* Every run of valid frames of segment `first`, or g->bad set (with runs
+   when a bad header's frames can be salvaged), or -ENOENT when it is
+   gone, or -errno. */
+static int seg_scan(int dfd, uint64_t first, struct seg_scan *g)
 {
 	struct stat st;
-	int fd = open_seg(s->dirfd, first, O_WRONLY), r;
+	int r;
 
-	if (fd < 0)
-		return fd;
-	if ((r = fsafe__fstat(fd, &st)) == 0 && (uint64_t)st.st_size > end) {
-		if (SYS->ftruncate(fd, (off_t)end) < 0)
-			r = -errno;
-		else if ((r = fsafe__fdatasync(fd)) == 0)
-			s->truncated += (uint64_t)st.st_size - end;
-	}
-	if (r == 0) {
-		s->wfd = fd;
+	memset(g, 0, sizeof(*g));
+	fsafe__seg_name(g->name, first);
+	if ((g->fd = fsafe__open_regular(dfd, g->name, O_RDONLY, &st)) < 0) {
+		r = g->fd;
+		if (!not_a_file(r))
+			return r;
+		g->bad = type_problem(r);
 		return 0;
 	}
+	g->size = (uint64_t)st.st_size;
+	if ((r = fsafe__scan_open(&g->sc, g->fd, first)) != 0) {
+		g->bad = g->sc.problem;
+		return r < 0 ? r : header_salvage(g, first);
+	}
+	return collect_runs(g);
+}
+
+/* Re-frame run `run` of g as a new segment named by its first number
+   (salt and offsets of its own). One left by an earlier repair cut short
+   is kept as it is. */
+static int write_salvage(fsafe_spool *s, struct seg_scan *g,
+                         const struct run *run, bool replace)
+{
+	struct fsafe_write_opts wo = FSAFE_WRITE_OPTS_INIT;
+	struct fsafe__seg_hdr nh = { .first_seq = run->first,
+	                             .max_record = g->sc.hdr.max_record };
+	unsigned char h[FSAFE__SEG_HDR];
+	char name[FSAFE__SEG_NAME_LEN + 1];
+	const void *d;
+	size_t len;
+	uint64_t seq, off = FSAFE__SEG_HDR;
+	fsafe_writer *wr;
+	int r = fsafe__random(&nh.salt, sizeof(nh.salt));
+
+	wo.flags = replace ? 0 : FSAFE_CREATE_ONLY;
+	fsafe__seg_name(name, run->first);
+	if (r == 0)
+		r = fsafe_writer_open(s->dirfd, name, &wo, &wr);
+	if (r < 0)
+		return r == -EEXIST ? 0 : r;
+	fsafe__seg_hdr_encode(h, &nh);
+	r = fsafe_writer_write(wr, h, sizeof(h));
+	g->sc.pos = run->start;
+	g->sc.next_seq = run->first;
+	while (r == 0 && g->sc.next_seq < run->next) {
+		if ((r = fsafe__scan_next(&g->sc, &d, &len, &seq)) != 1) {
+			r = r < 0 ? r : -EIO; /* changed under us */
+			break;
+		}
+		fsafe__frame_encode(h, nh.salt, seq, off, d, (uint32_t)len);
+		if ((r = fsafe_writer_write(wr, h, FSAFE__FRAME_HDR)) == 0)
+			r = fsafe_writer_write(wr, d, len);
+		off += FSAFE__FRAME_HDR + len;
+	}
+	if (r < 0) {
+		fsafe_writer_abort(wr);
+		return r;
+	}
+	r = fsafe_writer_commit(wr);
+	return r == -EEXIST ? 0 : r == FSAFE_ENOTDURABLE ? -EIO : r;
+}
+
+/* Keep the sorted list of segments holding `first` (a salvaged run). */
+static int seg_insert(fsafe_spool *s, uint64_t first)
+{
+	size_t i = 0;
+
+	while (i < s->nsegs && s->segs[i] < first)
+		i++;
+	if (i < s->nsegs && s->segs[i] == first)
+		return 0;
+	int r = seg_push(s, first);
+	if (r == 0) {
+		memmove(s->segs + i + 1, s->segs + i,
+		        (s->nsegs - 1 - i) * sizeof(*s->segs));
+		s->segs[i] = first;
+	}
+	return r;
+}
+
+/* Records known to be missing between the chain and `upto`, when they are
+   not consumed yet. */
+static uint64_t missing(const struct walk *w, uint64_t upto)
+{
+	uint64_t from = w->chain > w->s->cursor ? w->chain : w->s->cursor;
+
+	return upto > from ? upto - from : 0;
+}
+
+/*
+ * Damage inside a segment: each damaged stretch, and a tail that holds no
+ * valid frame, is copied to quarantine; each run of valid frames after
+ * damage becomes a segment of its own; then the file is cut to its valid
+ * prefix. A crash in between repeats the copies (a second copy, never a
+ * loss) and keeps the salvaged segments already written.
+ */
+static int mend_segment(struct walk *w, struct seg_scan *g, size_t i,
+                        bool last)
+{
+	fsafe_spool *s = w->s;
+	char what[96], action[192], dst[96] = "";
+	uint64_t chain = w->chain;
+	int r = 0;
+
+	for (size_t k = 0; k < g->nruns; k++) {
+		const struct run *run = &g->runs[k];
+		uint64_t to = k + 1 < g->nruns ? g->runs[k + 1].start : g->size;
+		if (!run->why || to == run->end)
+			continue;
+		uint64_t salvaged = 0, lost;
+		for (size_t j = k + 1; j < g->nruns; j++)
+			salvaged += g->runs[j].next - g->runs[j].first;
+		w->chain = run->next;
+		if (k + 1 < g->nruns)
+			lost = missing(w, g->runs[k + 1].first);
+		else
+			lost = last ? 0 : missing(w, s->segs[i + 1]);
+		if (w->fix && (r = copy_out(s, g->fd, g->name, run->end, to,
+		                            dst, sizeof(dst))) < 0)
+			return r;
+		bool torn = last && k + 1 == g->nruns;
+		snprintf(what, sizeof(what), "%s at offset %" PRIu64 " (%s)",
+		         torn ? "torn tail" : "bad frame", run->end, run->why);
+		snprintf(action, sizeof(action),
+		         "%" PRIu64 " bytes quarantined as %s; %" PRIu64
+		         " records after it salvaged", to - run->end, dst,
+		         salvaged);
+		report(w, g->name, what, action, lost);
+		s->qbytes += to - run->end;
+		s->salvaged += salvaged;
+		if (torn)
+			s->truncated += to - run->end;
+	}
+	/* Losses up to here are counted: the next segment's gap is not
+	   (nor, after a salvaged header, the runs already counted). */
+	if (g->runs[g->nruns - 1].next > chain)
+		chain = g->runs[g->nruns - 1].next;
+	w->chain = chain;
+	if (!last && g->runs[g->nruns - 1].why && s->segs[i + 1] > w->chain)
+		w->chain = s->segs[i + 1];
+	for (size_t k = 1; w->fix && k < g->nruns; k++)
+		if ((r = write_salvage(s, g, &g->runs[k], false)) < 0 ||
+		    (r = seg_insert(s, g->runs[k].first)) < 0)
+			return r;
+	if (!w->fix)
+		return 0;
+	int fd = fsafe__open_regular(s->dirfd, g->name, O_WRONLY, NULL);
+	if (fd < 0)
+		return fd;
+	if (SYS->ftruncate(fd, (off_t)g->runs[0].end) < 0)
+		r = -errno;
+	else
+		r = fsafe__fdatasync(fd);
 	fsafe__close(fd);
 	return r;
 }
 
-/* Validate segment i: a bad one (any defect but a torn tail of the last)
-   is quarantined; 1 when it was, else 0 with the last one open for
-   appending. */
-static int recover_segment(fsafe_spool *s, size_t i, bool last)
+/* Segment i is gone or is not one of this spool's (not a file, a header
+   that is bad or names another number): the entry goes to quarantine. */
+static int drop_entry(struct walk *w, struct seg_scan *g, size_t i)
 {
-	uint64_t end = 0, next = 0;
-	bool whole = false;
-	struct fsafe__seg_hdr h = { 0 };
+	char dst[96] = "", action[128];
+	int r = w->fix ? move_in(w->s, g->name, dst, sizeof(dst)) : 0;
 
-	/* (Segments that overlap are left be: the reader skips numbers it
-	   has passed, so neither can return a record out of order.) */
-	int r = scan_segment(s->dirfd, s->segs[i], &end, &next, &whole, &h);
+	if (r < 0 && r != -ENOENT)
+		return r;
+	snprintf(action, sizeof(action), "moved to %s", dst);
+	report(w, g->name, g->bad, action, 0);
+	w->s->quarantined++;
+	seg_remove(w->s, i);
+	return 0;
+}
+
+/* The append position: the last segment's valid end, opened for writing. */
+static int open_tail(struct walk *w, const struct seg_scan *g)
+{
+	fsafe_spool *s = w->s;
+
+	s->whdr = g->sc.hdr;
+	s->tail = g->runs[0].end;
+	if (!w->fix)
+		return 0;
+	s->wfd = fsafe__open_regular(s->dirfd, g->name, O_WRONLY, NULL);
+	return s->wfd < 0 ? s->wfd : 0;
+}
+
+/*
+ * A segment whose header is damaged but whose frames validate: the whole
+ * file is copied to quarantine, its runs are written as segments of their
+ * own (the one at its own name last, replacing it), and a file left with
+ * no run at its name goes. A crash in between repeats the copy and keeps
+ * what was written. 1: look at index i again (fix), 0: go on (check).
+ */
+static int salvage_whole(struct walk *w, struct seg_scan *g, size_t i)
+{
+	fsafe_spool *s = w->s;
+	char what[96], action[192], dst[96] = "";
+	uint64_t salvaged = 0, lost = missing(w, g->runs[0].first);
+	bool own = g->runs[0].first == s->segs[i];
+	int r = 0;
+
+	for (size_t k = 0; k < g->nruns; k++) {
+		salvaged += g->runs[k].next - g->runs[k].first;
+		if (k)
+			lost += g->runs[k].first - g->runs[k - 1].next;
+	}
+	if (w->fix && (r = copy_out(s, g->fd, g->name, 0, g->size, dst,
+	                            sizeof(dst))) < 0)
+		return r;
+	snprintf(what, sizeof(what), "%s", g->bad);
+	snprintf(action, sizeof(action), "%" PRIu64 " bytes quarantined as "
+	         "%s; %" PRIu64 " records salvaged", g->size, dst, salvaged);
+	report(w, g->name, what, action, lost);
+	s->qbytes += g->size;
+	s->salvaged += salvaged;
+	w->chain = g->runs[g->nruns - 1].next;
+	if (!w->fix)
+		return 0;
+	for (size_t k = own; k < g->nruns; k++)
+		if ((r = write_salvage(s, g, &g->runs[k], false)) < 0 ||
+		    (r = seg_insert(s, g->runs[k].first)) < 0)
+			return r;
+	if (own)
+		return (r = write_salvage(s, g, &g->runs[0], true)) < 0 ? r : 1;
+	if ((r = fsafe__unlinkat(s->dirfd, g->name, 0)) < 0 && r != -ENOENT)
+		return r;
+	seg_remove(s, i);
+	return (r = fsafe__fsync(s->dirfd)) < 0 ? r : 1;
+}
+
+static int walk_segment(struct walk *w, size_t i)
+{
+	fsafe_spool *s = w->s;
+	struct seg_scan g;
+	char what[96];
+	int r = seg_scan(s->dirfd, s->segs[i], &g);
 
 	if (r == -ENOENT) { /* gone meanwhile: not an error */
+		seg_scan_free(&g);
 		seg_remove(s, i);
 		return 1;
 	}
-	if (r < 0)
+	if (r == 0 && g.bad && g.nruns) {
+		r = salvage_whole(w, &g, i);
+		seg_scan_free(&g);
 		return r;
-	if (r == 1 || (!last && !whole)) {
-		if ((r = quarantine(s, s->segs[i])) < 0 && r != -ENOENT)
-			return r;
-		seg_remove(s, i);
-		return 1;
 	}
-	if (!last)
-		return 0;
-	s->whdr = h;
-	s->tail = end;
-	s->next_seq = next;
-	return truncate_tail(s, s->segs[i], end);
+	if (r == 0 && g.bad)
+		r = drop_entry(w, &g, i);
+	if (r < 0 || g.bad) {
+		seg_scan_free(&g);
+		return r < 0 ? r : 1;
+	}
+	uint64_t gap = missing(w, s->segs[i]);
+	if (gap) {
+		snprintf(what, sizeof(what), "%" PRIu64 " records before it "
+		         "missing (from %" PRIu64 ")", gap,
+		         w->chain > s->cursor ? w->chain : s->cursor);
+		report(w, g.name, what, "none possible: they are gone", gap);
+	}
+	bool last = i + 1 == s->nsegs;
+	if ((r = mend_segment(w, &g, i, last)) == 0 && i + 1 == s->nsegs &&
+	    (r = open_tail(w, &g)) == 0)
+		s->next_seq = g.runs[g.nruns - 1].next;
+	seg_scan_free(&g);
+	return r;
+}
+
+/* Entries named like segments that are not (bad header, wrong number,
+   not a file) go first, so they never change which segment is last. */
+static int drop_strays(struct walk *w)
+{
+	struct seg_scan g;
+
+	for (size_t i = 0; i < w->s->nsegs;) {
+		int r = seg_scan(w->s->dirfd, w->s->segs[i], &g);
+		if (r == -ENOENT) {
+			seg_remove(w->s, i);
+			r = 1;
+		} else if (r == 0 && g.bad && !g.nruns &&
+		           (r = drop_entry(w, &g, i)) == 0) {
+			r = 1;
+		}
+		seg_scan_free(&g);
+		if (r < 0)
+			return r;
+		i += r == 0;
+	}
+	return 0;
 }
 
 /* Segments wholly before the cursor go, the oldest first, never the last.
@@ -553,32 +1039,89 @@ static void drop_consumed(fsafe_spool *s)
 	}
 }
 
-static int recover(fsafe_spool *s)
+/* The quarantine/ entry, when there is one, must be a directory. */
+static int walk_quarantine(struct walk *w)
 {
-	int r = fsafe_sweep(s->dirfd, ".", 0, 0, NULL, NULL);
+	struct stat st;
+	int r = fsafe__fstatat(w->s->dirfd, QUARANTINE, &st,
+	                       AT_SYMLINK_NOFOLLOW);
 
+	if (r == -ENOENT || (r == 0 && S_ISDIR(st.st_mode)))
+		return 0;
 	if (r < 0)
 		return r;
-	if ((r = list_segments(s, s->dirfd)) < 0)
+	if (w->fix && (r = quarantine_dir(w->s)) < 0)
 		return r;
-	s->cursor = cursor_load(s->dirfd);
-	drop_consumed(s);
-	s->next_seq = s->cursor ? s->cursor : 1;
-	for (size_t i = 0; i + 1 < s->nsegs;) {
-		if ((r = recover_segment(s, i, false)) < 0)
+	if (w->fix)
+		fsafe__close(r);
+	report(w, QUARANTINE, S_ISLNK(st.st_mode) ? "a symbolic link, not a "
+	       "directory" : "not a directory", "moved to "
+	       QUARANTINE "/" QUARANTINE, 0);
+	return 0;
+}
+
+/*
+ * A cursor ahead of the data: records up to it were acknowledged, so no
+ * number below it may be handed out again; the next append starts a
+ * segment at the cursor. Nothing is dropped on its word meanwhile.
+ */
+static void walk_cursor_ahead(struct walk *w)
+{
+	fsafe_spool *s = w->s;
+	char what[96];
+
+	if (s->cursor <= s->next_seq)
+		return;
+	snprintf(what, sizeof(what), "cursor %" PRIu64 " is ahead of the "
+	         "data (next record %" PRIu64 ")", s->cursor, s->next_seq);
+	report(w, CURSOR_NAME, what, "the next record appended gets the "
+	       "cursor's number: none acknowledged is handed out again", 0);
+	s->cursor_ahead = s->cursor - s->next_seq;
+	s->next_seq = s->cursor;
+	if (s->wfd >= 0)
+		s->wfd = fsafe__close(s->wfd);
+}
+
+/* Drops of the cursor file are caught when segments were dropped before
+   it: a fresh spool has no cursor, but one whose first record is past 1
+   had one. */
+static void walk_cursor_missing(struct walk *w, bool had_cursor)
+{
+	fsafe_spool *s = w->s;
+
+	if (had_cursor || !s->nsegs || s->segs[0] <= 1)
+		return;
+	report(w, CURSOR_NAME, "missing although records were consumed",
+	       "reading starts at the oldest record", 0);
+}
+
+static int walk(struct walk *w)
+{
+	fsafe_spool *s = w->s;
+	int r = w->fix ? fsafe_sweep(s->dirfd, ".", 0, 0, NULL, NULL) : 0;
+	bool had;
+
+	had = fsafe__fstatat(s->dirfd, CURSOR_NAME, &(struct stat){ 0 },
+	                     AT_SYMLINK_NOFOLLOW) == 0;
+	if (r < 0 || (r = walk_quarantine(w)) < 0 ||
+	    (r = list_segments(s, s->dirfd)) < 0 ||
+	    (r = walk_cursor(w, &s->cursor)) < 0 ||
+	    (r = drop_strays(w)) < 0)
+		return r;
+	walk_cursor_missing(w, had);
+	/* Records from the cursor on must all be there: a gap is a loss. */
+	w->chain = s->cursor ? s->cursor : s->nsegs ? s->segs[0] : 1;
+	s->next_seq = 1;
+	for (size_t i = 0; i < s->nsegs;)
+		if ((r = walk_segment(w, i)) < 0)
 			return r;
-		if (r == 0)
-			i++;
-	}
-	/* When the last goes to quarantine, the one before becomes last. */
-	while (s->nsegs > 0 &&
-	       (r = recover_segment(s, s->nsegs - 1, true)) != 0)
-		if (r < 0)
-			return r;
-	/* A cursor ahead of the data is clamped to the data's end. */
-	if (s->cursor > s->next_seq || s->cursor == 0)
-		s->cursor = s->cursor ? s->next_seq
-		                      : (s->nsegs ? s->segs[0] : s->next_seq);
+		else
+			i += r == 0;
+	walk_cursor_ahead(w);
+	if (s->cursor == 0)
+		s->cursor = s->nsegs ? s->segs[0] : s->next_seq;
+	if (w->fix && s->cursor_ahead == 0)
+		drop_consumed(s);
 	s->durable_seq = s->next_seq;
 	return 0;
 }
@@ -590,6 +1133,8 @@ struct spool_opts {
 	uint64_t segment_size;
 	uint32_t max_record;
 	struct fsafe_error *error;
+	fsafe_damage_fn damage;
+	void *damage_arg;
 };
 
 static int opts_load(struct spool_opts *o, const struct fsafe_spool_opts *in)
@@ -604,7 +1149,9 @@ static int opts_load(struct spool_opts *o, const struct fsafe_spool_opts *in)
 	o->segment_size = v.segment_size ? v.segment_size : DEFAULT_SEGMENT;
 	o->max_record = v.max_record ? v.max_record : DEFAULT_RECORD;
 	o->error = v.error;
-	if ((v.flags & ~(unsigned)FSAFE_SPOOL_CREATE) ||
+	o->damage = v.damage;
+	o->damage_arg = v.damage_arg;
+	if ((v.flags & ~(unsigned)(FSAFE_SPOOL_CREATE | FSAFE_SPOOL_RDONLY)) ||
 	    o->max_record > FSAFE__RECORD_LIMIT)
 		return -EINVAL;
 	return 0;
@@ -673,8 +1220,13 @@ int fsafe_spool_open(int dirfd, const char *path,
 		r = make_dir(dirfd, path, &step);
 	if (r == 0 && !(s = spool_new(&o)))
 		r = -ENOMEM;
-	if (r == 0 && (r = spool_lock(s, dirfd, path, &step)) == 0)
-		r = recover(s);
+	if (r == 0)
+		s->rdonly = o.flags & FSAFE_SPOOL_RDONLY;
+	if (r == 0 && (r = spool_lock(s, dirfd, path, &step)) == 0) {
+		struct walk w = { .s = s, .fix = !s->rdonly, .fn = o.damage,
+		                  .arg = o.damage_arg };
+		r = walk(&w);
+	}
 	if (r < 0) {
 		fsafe__error_set(o.error, r, -r, step, false);
 		fsafe_spool_close(s);
@@ -876,6 +1428,8 @@ int fsafe_spool_append(fsafe_spool *s, const struct iovec *recs, size_t n,
 {
 	uint64_t first;
 
+	if (s->rdonly)
+		return -EBADF;
 	for (size_t i = 0; i < n; i++)
 		if (recs[i].iov_len > s->max_record)
 			return -EMSGSIZE;
@@ -948,9 +1502,9 @@ static int reader_enter(fsafe_spool_reader *r)
 			r->want = r->seg_next > r->want ? r->seg_next : r->want;
 			continue;
 		}
-		if (fd < 0)
+		if (fd < 0 && !not_a_file(fd))
 			return fd;
-		int h = fsafe__scan_open(&r->sc, fd, first);
+		int h = fd < 0 ? 1 : fsafe__scan_open(&r->sc, fd, first);
 		r->open = true;
 		if (h == 0)
 			return 1;
@@ -1001,6 +1555,13 @@ int fsafe_spool_next(fsafe_spool_reader *r, const void **data, size_t *len,
 		}
 		if (e == 1)
 			continue; /* before `from`: skip */
+		/* Read-only, damage stays in place: go on past it. */
+		if (s->rdonly && r->sc.problem &&
+		    (e = fsafe__scan_resync(&r->sc)) != 0) {
+			if (e < 0)
+				return e;
+			continue;
+		}
 		if (r->seg_next == UINT64_MAX) {
 			/* The end of what was the last segment; it may grow,
 			   so read afresh next time, or a rollover may have
@@ -1022,6 +1583,8 @@ int fsafe_spool_next(fsafe_spool_reader *r, const void **data, size_t *len,
 
 int fsafe_spool_ack(fsafe_spool *s, uint64_t seq)
 {
+	if (s->rdonly)
+		return -EBADF;
 	pthread_mutex_lock(&s->mu);
 	uint64_t cursor = seq >= s->durable_seq ? s->durable_seq : seq + 1;
 	uint64_t old = s->cursor;
@@ -1052,6 +1615,26 @@ static uint64_t spool_bytes(fsafe_spool *s)
 	return total;
 }
 
+/* Entries in quarantine/: what every open since the spool began moved
+   there, so the count survives reopening. */
+static uint64_t quarantine_entries(fsafe_spool *s)
+{
+	struct fsafe__dir *d = malloc(sizeof(*d));
+	const char *name;
+	unsigned char type;
+	uint64_t n = 0;
+	int fd = d ? fsafe__open_subdir(s->dirfd, QUARANTINE) : -ENOMEM;
+
+	if (fd >= 0) {
+		fsafe__dir_init(d, fd);
+		while (fsafe__dir_next(d, &name, &type) > 0)
+			n++;
+		fsafe__close(fd);
+	}
+	free(d);
+	return n;
+}
+
 int fsafe_spool_stat(fsafe_spool *s, struct fsafe_spool_stat *out)
 {
 	struct fsafe_spool_stat st = FSAFE_SPOOL_STAT_INIT;
@@ -1067,67 +1650,51 @@ int fsafe_spool_stat(fsafe_spool *s, struct fsafe_spool_stat *out)
 	st.quarantined = s->quarantined;
 	st.truncated = s->truncated;
 	st.dropped = s->dropped;
+	st.quarantined_bytes = s->qbytes;
+	st.salvaged = s->salvaged;
+	st.lost = s->lost;
+	st.cursor_ahead = s->cursor_ahead;
+	st.quarantine_entries = quarantine_entries(s);
 	pthread_mutex_unlock(&s->mu);
 	memcpy(out, &st, n < sizeof(st) ? n : sizeof(st));
 	out->size = n;
 	return 0;
 }
 
-/* ---- check ---------------------------------------------------------------------- */
+/* ---- check, repair --------------------------------------------------------------- */
 
-static void check_one(int dfd, uint64_t first, struct fsafe_spool_segment *g)
-{
-	struct fsafe__scan sc = { .buf = NULL };
-	struct stat st;
-	const void *d;
-	size_t len;
-	uint64_t seq;
-	int fd = open_seg(dfd, first, O_RDONLY), r;
-
-	g->first_seq = first;
-	if (fd < 0) {
-		g->problem = "cannot open";
-		return;
-	}
-	if (fsafe__fstat(fd, &st) == 0)
-		g->file_bytes = (uint64_t)st.st_size;
-	if ((r = fsafe__scan_open(&sc, fd, first)) == 0) {
-		while ((r = fsafe__scan_next(&sc, &d, &len, &seq)) == 1) {
-			g->records++;
-			g->last_seq = seq;
-		}
-		g->valid_bytes = sc.pos;
-	}
-	g->problem = r < 0 ? "read error" : sc.problem;
-	fsafe__scan_free(&sc);
-	fsafe__close(fd);
-}
-
-int fsafe_spool_check(int dirfd, const char *path,
-                      void (*each)(const struct fsafe_spool_segment *seg,
-                                   void *arg),
+int fsafe_spool_check(int dirfd, const char *path, fsafe_damage_fn fn,
                       void *arg)
 {
 	struct fsafe_spool_opts o = FSAFE_SPOOL_OPTS_INIT;
 	struct spool_opts so;
-	char name[FSAFE__SEG_NAME_LEN + 1];
-	int bad = 0;
 
 	opts_load(&so, &o);
 	fsafe_spool *s = spool_new(&so);
 	if (!s)
 		return -ENOMEM;
+	struct walk w = { .s = s, .fix = false, .fn = fn, .arg = arg };
 	int r = (s->dirfd = fsafe__open_dir(dirfd, path));
 	if (r >= 0)
-		r = list_segments(s, s->dirfd);
-	for (size_t i = 0; r >= 0 && i < s->nsegs; i++) {
-		struct fsafe_spool_segment g = { .name = name };
-		fsafe__seg_name(name, s->segs[i]);
-		check_one(s->dirfd, s->segs[i], &g);
-		bad += g.problem != NULL;
-		if (each)
-			each(&g, arg);
-	}
+		r = walk(&w);
+	if (r >= 0)
+		r = s->stopped ? s->stopped : s->problems;
 	fsafe_spool_close(s);
-	return r < 0 ? r : bad;
+	return r;
+}
+
+int fsafe_spool_repair(int dirfd, const char *path, fsafe_damage_fn fn,
+                       void *arg)
+{
+	struct fsafe_spool_opts o = FSAFE_SPOOL_OPTS_INIT;
+	fsafe_spool *s;
+
+	o.damage = fn;
+	o.damage_arg = arg;
+	int r = fsafe_spool_open(dirfd, path, &o, &s);
+	if (r < 0)
+		return r;
+	r = s->stopped ? s->stopped : s->problems;
+	fsafe_spool_close(s);
+	return r;
 }

@@ -65,5 +65,18 @@ int fsafe__scan_next(struct fsafe__scan *sc, const void **data, size_t *len,
 /* Forget the window (the file may have grown since it was read). */
 void fsafe__scan_reset(struct fsafe__scan *sc);
 void fsafe__scan_free(struct fsafe__scan *sc);
+/* After a 0 from next() with a problem: search on from pos for the next
+   frame that is valid here (this segment's salt, its own offset, a later
+   sequence number than next_seq, at most one per 32 bytes skipped). 1
+   with pos and next_seq on it, 0 when none follows, or -errno. */
+int fsafe__scan_resync(struct fsafe__scan *sc);
+
+/* The cursor file (spool_cursor.c). */
+#define FSAFE__CURSOR_LEN 20
+void fsafe__cursor_encode(unsigned char out[FSAFE__CURSOR_LEN],
+                          uint64_t cursor);
+/* NULL with *cursor set, or what is wrong with the `len` bytes. */
+const char *fsafe__cursor_decode(const unsigned char *in, size_t len,
+                                 uint64_t *cursor);
 
 #endif

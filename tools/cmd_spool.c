@@ -20,7 +20,7 @@ static const char usage[] =
 	"[--max-record N] [FILE|-]\n"
 	"       fsafe spool DIR read [-0] [--seq] [--from SEQ] [--max N]\n"
 	"       fsafe spool DIR ack SEQ\n"
-	"       fsafe spool DIR check\n"
+	"       fsafe spool DIR check|repair\n"
 	"       fsafe spool DIR stat\n";
 
 static const char help[] =
@@ -30,11 +30,15 @@ static const char help[] =
 	"\n"
 	"  append    one record per line of FILE (default: standard input),\n"
 	"            durable when the command exits 0; creates DIR if missing\n"
-	"  read      records from the cursor (or --from SEQ), one per line\n"
+	"  read      records from the cursor (or --from SEQ), one per line;\n"
+	"            changes nothing (damage is read past, not repaired)\n"
 	"  ack SEQ   records up to SEQ are consumed: the cursor moves past it\n"
-	"  check     validate every segment, change nothing; exit 1 if any\n"
-	"            segment has a problem\n"
-	"  stat      cursor, numbers, segments, bytes, repairs made at open\n"
+	"  check     find damage, change nothing: one \"PATH: WHAT\" line a\n"
+	"            problem; exit 1 if any\n"
+	"  repair    mend it (damaged bytes to quarantine/, valid records\n"
+	"            after them salvaged): \"PATH: WHAT: ACTION\" lines\n"
+	"  stat      cursor, numbers, segments, bytes, damage found; changes\n"
+	"            nothing\n"
 	"\n"
 	"  -0, --null          records end with NUL, not newline\n"
 	"  -s, --seq           read: print \"SEQ<TAB>\" before each record\n"
@@ -44,7 +48,8 @@ static const char help[] =
 	"      --max-record N  append: longest record (default 1 MiB)\n"
 	"  -h, --help          this text\n"
 	"\n"
-	"Exit status: 0 done, 1 failed (or check found problems), 2 usage.\n";
+	"Exit status: 0 done, 1 failed (or check found problems), 2 usage\n"
+	"(or check could not run).\n";
 
 enum { HELP_DONE = -1 }; /* parse() printed --help */
 
@@ -106,6 +111,20 @@ static int parse(int argc, char **argv, struct spool_args *a)
 	return CLI_OK;
 }
 
+/* Damage that opening found (and repaired, unless read-only): one line
+   each on standard error. */
+static int warn_damage(const struct fsafe_damage *d, void *arg)
+{
+	if (d->action)
+		cli_warn("spool %s: %s: %s: %s", (const char *)arg, d->path,
+		         d->what, d->action);
+	else /* read-only: found, left in place */
+		cli_warn("spool %s: %s: %s: %" PRIu64 " records lost",
+		         (const char *)arg,
+		         d->path, d->what, d->lost);
+	return 0;
+}
+
 static int open_spool(const char *dir, const struct spool_args *a,
                       unsigned flags, fsafe_spool **s)
 {
@@ -116,6 +135,8 @@ static int open_spool(const char *dir, const struct spool_args *a,
 	o.segment_size = a->segment_size;
 	o.max_record = (uint32_t)a->max_record;
 	o.error = &e;
+	o.damage = warn_damage;
+	o.damage_arg = (void *)dir;
 	if (a->max_record > UINT32_MAX)
 		return cli_usage_error("spool", "--max-record too large", usage);
 	int r = fsafe_spool_open(AT_FDCWD, dir, &o, s);
@@ -216,7 +237,7 @@ static int do_read(const char *dir, struct spool_args *a)
 	const void *d;
 	size_t len;
 	uint64_t seq, n = 0;
-	int r, rc = open_spool(dir, a, 0, &s);
+	int r, rc = open_spool(dir, a, FSAFE_SPOOL_RDONLY, &s);
 
 	if (rc != CLI_OK)
 		return rc;
@@ -261,7 +282,7 @@ static int do_stat(const char *dir, struct spool_args *a)
 {
 	struct fsafe_spool_stat st = FSAFE_SPOOL_STAT_INIT;
 	fsafe_spool *s;
-	int rc = open_spool(dir, a, 0, &s);
+	int rc = open_spool(dir, a, FSAFE_SPOOL_RDONLY, &s);
 
 	if (rc != CLI_OK)
 		return rc;
@@ -270,39 +291,41 @@ static int do_stat(const char *dir, struct spool_args *a)
 	printf("cursor: %" PRIu64 "\nfirst: %" PRIu64 "\nnext: %" PRIu64
 	       "\nunread: %" PRIu64 "\nsegments: %" PRIu64
 	       "\nbytes: %" PRIu64 "\nquarantined: %" PRIu64
-	       "\ntruncated: %" PRIu64 "\n",
+	       "\ntruncated: %" PRIu64 "\nquarantined-bytes: %" PRIu64
+	       "\nsalvaged: %" PRIu64 "\nlost: %" PRIu64
+	       "\ncursor-ahead: %" PRIu64 "\nquarantine-entries: %" PRIu64
+	       "\n",
 	       st.cursor, st.first_seq, st.next_seq,
 	       st.next_seq - (st.cursor > st.first_seq ? st.cursor
 	                                               : st.first_seq),
-	       st.segments, st.bytes, st.quarantined, st.truncated);
+	       st.segments, st.bytes, st.quarantined, st.truncated,
+	       st.quarantined_bytes, st.salvaged, st.lost, st.cursor_ahead,
+	       st.quarantine_entries);
 	return cli_flush_stdout("spool") ? CLI_OK : CLI_FAIL;
 }
 
-static void print_segment(const struct fsafe_spool_segment *g, void *arg)
+static int print_problem(const struct fsafe_damage *d, void *arg)
 {
-	uint64_t *records = arg;
-
-	*records += g->records;
-	printf("%s %s records=%" PRIu64 " seq=%" PRIu64 "-%" PRIu64
-	       " valid=%" PRIu64 "/%" PRIu64 "%s%s\n",
-	       g->name, g->problem ? "BAD" : "ok", g->records,
-	       g->records ? g->first_seq : 0, g->last_seq, g->valid_bytes,
-	       g->file_bytes, g->problem ? ": " : "",
-	       g->problem ? g->problem : "");
+	(void)arg;
+	printf("%s: %s%s%s\n", d->path, d->what, d->action ? ": " : "",
+	       d->action ? d->action : "");
+	return 0;
 }
 
-static int do_check(const char *dir)
+/* check and repair: one line a problem on standard output. */
+static int do_damage(const char *dir, bool fix)
 {
-	uint64_t records = 0;
-	int bad = fsafe_spool_check(AT_FDCWD, dir, print_segment, &records);
+	int n = (fix ? fsafe_spool_repair : fsafe_spool_check)(
+	        AT_FDCWD, dir, print_problem, NULL);
 
-	if (bad < 0) {
-		cli_warn("spool %s: check: %s", dir, fsafe_strerror(bad));
-		return CLI_FAIL;
+	if (n < 0) {
+		cli_warn("spool %s: %s: %s", dir, fix ? "repair" : "check",
+		         fsafe_strerror(n));
+		return fix ? CLI_FAIL : CLI_USAGE;
 	}
-	printf("%" PRIu64 " valid records; %d segment%s with problems\n",
-	       records, bad, bad == 1 ? "" : "s");
-	return cli_flush_stdout("spool") && bad == 0 ? CLI_OK : CLI_FAIL;
+	if (!cli_flush_stdout("spool"))
+		return fix ? CLI_FAIL : CLI_USAGE;
+	return fix || n == 0 ? CLI_OK : CLI_FAIL;
 }
 
 int cmd_spool(int argc, char **argv)
@@ -337,8 +360,8 @@ int cmd_spool(int argc, char **argv)
 		return cli_usage_error("spool", "unexpected argument", usage);
 	if (!strcmp(sub, "read"))
 		return do_read(dir, &a);
-	if (!strcmp(sub, "check"))
-		return do_check(dir);
+	if (!strcmp(sub, "check") || !strcmp(sub, "repair"))
+		return do_damage(dir, sub[0] == 'r');
 	if (!strcmp(sub, "stat"))
 		return do_stat(dir, &a);
 	return cli_usage_error("spool", "unknown subcommand", usage);

@@ -15,10 +15,37 @@
  *    every record whose append returned 0. Nothing else is ever returned:
  *    each record's frame carries its sequence number, its position and a
  *    CRC-32C bound to its segment, so torn writes and stale bytes fail.
- *  - Opening never fails because of what the files hold: a torn tail is
- *    truncated, a corrupt segment before the last one is moved to
- *    quarantine/ (and counted), a cursor ahead of the data is clamped.
+ *  - Opening never fails because of what the files hold, and damage
+ *    never costs a record that is not in the damaged bytes:
+ *     - damaged bytes are never deleted: a damaged stretch inside any
+ *       segment, and a torn tail (no valid frame after it), are copied to
+ *       quarantine/SEGMENT@OFFSET before the segment is cut;
+ *     - the valid frames after damage (this segment's salt, their own
+ *       offset and a later number) are salvaged into a segment of their
+ *       own, named by their first number, and read in order;
+ *     - a damaged header whose salt still validates the frames costs
+ *       no record: the file is copied to quarantine/, its frames
+ *       salvaged;
+ *     - an entry named like a segment that is not one of this spool's
+ *       (not a regular file, a bad header, another number) is moved to
+ *       quarantine/ whole, before the last segment is chosen;
+ *     - a cursor ahead of the data is kept: the next record appended gets
+ *       its number, so no acknowledged number is handed out twice, and
+ *       nothing is dropped on its word; a cursor that is not a valid file
+ *       goes to quarantine/ and reading starts at the oldest record;
+ *     - nothing is followed out of the spool: segments and the cursor are
+ *       opened O_NOFOLLOW|O_NONBLOCK and type-checked (a FIFO never
+ *       hangs), a quarantine/ that is not a directory is moved into a new
+ *       one;
+ *     - every loss is reported: the damage callback, the stat counters,
+ *       and records missing from the cursor on are found again at every
+ *       open (fsafe_spool_check keeps reporting them until consumed).
  *    Opening again after a crash during that recovery finishes it.
+ *    FSAFE_SPOOL_RDONLY opens without changing anything: damage is
+ *    reported, and readers go past it in place.
+ *    Limit: a valid segment copied in from another spool under a fitting
+ *    name cannot be told from this spool's own (segments carry no spool
+ *    identity); its records are read as this spool's.
  *  - Reading holds one record (and a small buffer) in memory, never a
  *    segment.
  *
@@ -44,6 +71,10 @@ typedef struct fsafe_spool_reader fsafe_spool_reader;
 enum {
 	/* Create the directory if missing (its parent must exist). */
 	FSAFE_SPOOL_CREATE = 1u << 0,
+	/* Change nothing on disk: damage is found (and reported through
+	   `damage`) but not repaired; reading goes past damage in place.
+	   Append and ack fail with -EBADF. */
+	FSAFE_SPOOL_RDONLY = 1u << 1,
 };
 
 struct fsafe_spool_opts {
@@ -54,6 +85,9 @@ struct fsafe_spool_opts {
 	uint32_t max_record;   /* longest record appended (bytes); 0: 1 MiB,
 	                          at most 256 MiB */
 	struct fsafe_error *error; /* optional: filled in on failure */
+	fsafe_damage_fn damage;    /* optional: called for each problem that
+	                              opening finds and repairs */
+	void *damage_arg;
 };
 
 #define FSAFE_SPOOL_OPTS_INIT { .size = sizeof(struct fsafe_spool_opts) }
@@ -119,6 +153,14 @@ struct fsafe_spool_stat {
 	                           handle was opened */
 	uint64_t truncated;     /* bytes of torn tail cut at open */
 	uint64_t dropped;       /* segments before the cursor deleted */
+	/* Damage found at open (see "Damage" above): */
+	uint64_t quarantined_bytes; /* bytes copied to quarantine/ from
+	                               inside segments (torn tails too) */
+	uint64_t salvaged;      /* valid records after damage kept */
+	uint64_t lost;          /* unconsumed records known to be missing */
+	uint64_t cursor_ahead;  /* numbers the cursor was past the data */
+	uint64_t quarantine_entries; /* entries in quarantine/ now (every
+	                                open's, so it survives a reopen) */
 };
 
 #define FSAFE_SPOOL_STAT_INIT { .size = sizeof(struct fsafe_spool_stat) }
@@ -126,29 +168,22 @@ struct fsafe_spool_stat {
 /* Fill `st` (st->size set by the caller, as with the option structs). */
 FSAFE_API int fsafe_spool_stat(fsafe_spool *s, struct fsafe_spool_stat *st);
 
-/* One segment as fsafe_spool_check sees it. */
-struct fsafe_spool_segment {
-	const char *name;     /* the file's name in the spool directory */
-	uint64_t first_seq;   /* from its name */
-	uint64_t records;     /* valid records from its start */
-	uint64_t last_seq;    /* the last valid one's number (0: none) */
-	uint64_t valid_bytes; /* length of its valid prefix */
-	uint64_t file_bytes;  /* its size */
-	const char *problem;  /* NULL when the whole file is valid; else what
-	                         ends the valid prefix ("bad header", "bad
-	                         checksum", "wrong sequence", ...) */
-};
-
 /*
- * Validate every segment of the spool at `path` without changing
- * anything (no lock, no recovery), calling `each` once per segment in
- * order. Returns the number of segments with a problem, or a negative
- * errno.
+ * Damage (the shape of every store's check and repair, fsafe.h): check
+ * reports every problem without changing anything (no lock, no
+ * recovery): segment entries that are not this spool's (not a regular
+ * file, a bad header, a header naming another number), damaged stretches
+ * inside a segment, a torn tail, records missing from the cursor on, a
+ * cursor that does not validate or is ahead of the data, a quarantine/
+ * that is not a directory. Returns the number of problems (0: clean) or a
+ * negative errno. repair opens the spool (taking its lock) and applies
+ * the rules below, reporting each problem with what it did; opening
+ * applies the same rules (fsafe_spool_opts.damage sees them).
  */
 FSAFE_API int fsafe_spool_check(int dirfd, const char *path,
-                                void (*each)(const struct fsafe_spool_segment
-                                             *seg, void *arg),
-                                void *arg);
+                                fsafe_damage_fn fn, void *arg);
+FSAFE_API int fsafe_spool_repair(int dirfd, const char *path,
+                                 fsafe_damage_fn fn, void *arg);
 
 #ifdef __cplusplus
 }

@@ -18,7 +18,7 @@ setup() {
 @test "append from a FILE; a last line without newline is a record" {
 	printf 'a\nb' > in
 	"$FSAFE" spool sp append in
-	run "$FSAFE" spool sp read
+	run --separate-stderr "$FSAFE" spool sp read
 	[ "$output" = "$(printf 'a\nb')" ]
 }
 
@@ -31,7 +31,7 @@ setup() {
 @test "ack moves the cursor; read starts there; --from and --max" {
 	seq 1 10 | "$FSAFE" spool sp append
 	"$FSAFE" spool sp ack 7
-	run "$FSAFE" spool sp read
+	run --separate-stderr "$FSAFE" spool sp read
 	[ "$output" = "$(printf '8\n9\n10')" ]
 	run "$FSAFE" spool sp read --from 2 --max 3
 	[ "$output" = "$(printf '2\n3\n4')" ]
@@ -47,20 +47,79 @@ setup() {
 	"$FSAFE" spool sp ack 1990
 	after=$(ls sp/*.seg | wc -l)
 	[ "$after" -lt "$before" ]
-	run "$FSAFE" spool sp read
+	run --separate-stderr "$FSAFE" spool sp read
 	[ "$output" = "$(seq 1991 2000)" ]
 }
 
 @test "check: ok, then a flipped byte is reported and exit is 1" {
 	seq 1 50 | "$FSAFE" spool sp append
-	run "$FSAFE" spool sp check
-	[ "$status" -eq 0 ]
-	[[ "$output" == *"50 valid records; 0 segments with problems"* ]]
+	run --separate-stderr "$FSAFE" spool sp check
+	[ "$status" -eq 0 ] && [ -z "$output" ]
 	printf 'Z' | dd of=sp/00000000000000000001.seg bs=1 seek=100 \
 		conv=notrunc 2>/dev/null
-	run "$FSAFE" spool sp check
+	cp -a sp before
+	run --separate-stderr "$FSAFE" spool sp check
 	[ "$status" -eq 1 ]
-	[[ "$output" == *"BAD"* ]]
+	[[ "$output" == "00000000000000000001.seg: bad frame at offset 98 ("* ]]
+	[ "${#lines[@]}" -eq 1 ]
+	diff -r before sp
+}
+
+@test "a corrupt middle segment costs its damaged record only" {
+	seq 1 300 | "$FSAFE" spool sp append --segment-size 1024
+	second=$(ls sp/*.seg | sed -n 2p)
+	printf 'Z' | dd of="$second" bs=1 seek=60 conv=notrunc 2>/dev/null
+	run --separate-stderr "$FSAFE" spool sp stat
+	[[ "$output" == *"lost: 1"* ]]
+	[[ "$stderr" == *"${second##*/}: bad frame at offset 32"* ]]
+	first=$((10#$(basename "$second" .seg)))
+	# Reading changes nothing and reads past the damage in place.
+	cp -a sp before
+	run --separate-stderr "$FSAFE" spool sp read
+	[ "$status" -eq 0 ]
+	[ "$output" = "$(seq 1 300 | grep -vx "$first")" ]
+	diff -r before sp
+	"$FSAFE" spool sp repair
+	[ -e "sp/quarantine/${second##*/}@32" ]
+	run --separate-stderr "$FSAFE" spool sp read
+	[ "$output" = "$(seq 1 300 | grep -vx "$first")" ]
+}
+
+@test "a cursor copied from a longer spool: no number handed out twice" {
+	seq 1 5 | "$FSAFE" spool sp append
+	mkdir other && seq 1 50 | "$FSAFE" spool other append
+	"$FSAFE" spool other ack 40
+	cp other/cursor sp/cursor
+	run --separate-stderr "$FSAFE" spool sp stat
+	[ "$status" -eq 0 ] && [[ "$output" == *"cursor: 41"* ]]
+	[[ "$output" == *"next: 41"* ]] && [[ "$stderr" == *"ahead of the data"* ]]
+	echo late | "$FSAFE" spool sp append
+	run "$FSAFE" spool sp read --seq
+	[ "$output" = "$(printf '41\tlate')" ]
+}
+
+# Issue 16, reproducer 1: damage inside the last segment is not a torn
+# tail when valid frames follow it.
+@test "damage inside the only segment: 494 records salvaged, bytes kept" {
+	seq 1 500 | sed s/^/m-/ | "$FSAFE" spool S append
+	seg=S/00000000000000000001.seg
+	printf '\0\0\0\0\0\0\0\0' | dd of=$seg bs=1 seek=200 conv=notrunc \
+		2>/dev/null
+	run --separate-stderr "$FSAFE" spool S read
+	[ "$status" -eq 0 ]
+	# Records 5 and 6 held the damaged bytes (frames at 172 and 207).
+	[ "$output" = "$(seq 1 500 | grep -vxE '5|6' | sed s/^/m-/)" ]
+	[[ "$stderr" == *"00000000000000000001.seg: bad frame at offset 172"* ]]
+	[[ "$stderr" == *"2 records lost"* ]]
+	[ ! -e S/quarantine ] # reading changed nothing
+	run --separate-stderr "$FSAFE" spool S append <<< m-501
+	[[ "$stderr" == *"494 records after it salvaged"* ]]
+	[ -s S/quarantine/00000000000000000001.seg@172 ]
+	run --separate-stderr "$FSAFE" spool S read
+	[ "$output" = "$(seq 1 501 | grep -vxE '5|6' | sed s/^/m-/)" ]
+	run "$FSAFE" spool S stat
+	[[ "$output" == *"salvaged: 0"* ]] && [[ "$output" == *"lost: 2"* ]]
+	[[ "$output" == *"quarantine-entries: 1"* ]]
 }
 
 @test "a torn tail is cut at open; what was whole stays" {
@@ -68,40 +127,105 @@ setup() {
 	printf 'FSPR garbage' >> sp/00000000000000000001.seg
 	run "$FSAFE" spool sp stat
 	[[ "$output" == *"truncated: 12"* ]]
-	run "$FSAFE" spool sp read
+	run --separate-stderr "$FSAFE" spool sp read
 	[ "$output" = "$(seq 1 20)" ]
 	echo 21 | "$FSAFE" spool sp append
-	run "$FSAFE" spool sp read
+	run --separate-stderr "$FSAFE" spool sp read
 	[ "$output" = "$(seq 1 21)" ]
 }
 
-@test "a corrupt middle segment is quarantined, reading goes on" {
-	seq 1 300 | "$FSAFE" spool sp append --segment-size 1024
-	second=$(ls sp/*.seg | sed -n 2p)
-	printf 'Z' | dd of="$second" bs=1 seek=60 conv=notrunc 2>/dev/null
-	run "$FSAFE" spool sp stat
-	[[ "$output" == *"quarantined: 1"* ]]
-	[ -e "sp/quarantine/${second##*/}" ]
-	run "$FSAFE" spool sp read
+@test "a torn tail is still cut, and its bytes go to quarantine" {
+	seq 1 20 | "$FSAFE" spool sp append
+	printf 'FSPR garbage' >> sp/00000000000000000001.seg
+	run --separate-stderr "$FSAFE" spool sp repair
 	[ "$status" -eq 0 ]
-	[ "${lines[0]}" = 1 ] && [ "${lines[-1]}" = 300 ]
-	[ "${#lines[@]}" -lt 300 ]
+	[[ "$output" == *"torn tail at offset"*"12 bytes quarantined"* ]]
+	[ "$(cat sp/quarantine/*)" = "FSPR garbage" ]
+	run "$FSAFE" spool sp check
+	[ "$status" -eq 0 ] && [ -z "$output" ]
 }
 
-@test "a cursor ahead of the data is clamped, not fatal" {
-	seq 1 5 | "$FSAFE" spool sp append
-	mkdir other && seq 1 50 | "$FSAFE" spool other append
-	"$FSAFE" spool other ack 40
-	cp other/cursor sp/cursor
-	run "$FSAFE" spool sp stat
-	[ "$status" -eq 0 ] && [[ "$output" == *"cursor: 6"* ]]
+# Reproducer 2: a cursor ahead of the data, the data cut from outside.
+@test "ack, then the last segment cut: later appends are read, no reuse" {
+	seq 1 20 | "$FSAFE" spool sp append
+	"$FSAFE" spool sp ack 9
+	truncate -s 100 sp/00000000000000000001.seg
+	run "$FSAFE" spool sp check
+	[ "$status" -eq 1 ] && [[ "$output" == *"cursor: cursor 10 is ahead"* ]]
+	printf 'a\nb\n' | "$FSAFE" spool sp append
+	run "$FSAFE" spool sp read --seq
+	[ "$output" = "$(printf '10\ta\n11\tb')" ]
+	echo c | "$FSAFE" spool sp append
+	run "$FSAFE" spool sp read --seq
+	[ "$output" = "$(printf '10\ta\n11\tb\n12\tc')" ]
+}
+
+# Reproducer 3: a stray entry named like a later segment.
+@test "a stray later segment name never makes the real last one middle" {
+	seq 1 20 | "$FSAFE" spool sp append
+	printf 'FSPR garbage' >> sp/00000000000000000001.seg
+	echo junk > sp/00000000000000000099.seg
+	run --separate-stderr "$FSAFE" spool sp read
+	[ "$output" = "$(seq 1 20)" ]
+	echo 21 | "$FSAFE" spool sp append
+	[ -e sp/quarantine/00000000000000000099.seg ]
+	run --separate-stderr "$FSAFE" spool sp read
+	[ "$output" = "$(seq 1 21)" ]
+}
+
+@test "a stray segment name that is a symlink or a directory" {
+	seq 1 20 | "$FSAFE" spool sp append
+	ln -s /etc/passwd sp/00000000000000000099.seg
+	mkdir sp/00000000000000000098.seg
+	run "$FSAFE" spool sp check
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"99.seg: a symbolic link, not a file"* ]]
+	[[ "$output" == *"98.seg: a directory, not a file"* ]]
+	run --separate-stderr "$FSAFE" spool sp read
+	[ "$status" -eq 0 ] && [ "$output" = "$(seq 1 20)" ]
+	"$FSAFE" spool sp repair
+	[ -L sp/quarantine/00000000000000000099.seg ]
+	[ -d sp/quarantine/00000000000000000098.seg ]
+}
+
+# Reproducer 5: FIFOs never hang a command.
+@test "a FIFO as a segment or as the cursor: no command hangs" {
+	seq 1 20 | "$FSAFE" spool sp append
+	"$FSAFE" spool sp ack 3
+	mkfifo sp/00000000000000000050.seg
+	mv sp/cursor cursor.bak && mkfifo sp/cursor
+	run timeout 10 "$FSAFE" spool sp check
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"cursor: not a regular file"* ]]
+	[[ "$output" == *"50.seg: not a regular file"* ]]
+	run --separate-stderr timeout 10 "$FSAFE" spool sp read
+	[ "$status" -eq 0 ] && [ "$output" = "$(seq 1 20)" ]
+	run timeout 10 "$FSAFE" spool sp repair
+	[ "$status" -eq 0 ]
+	[ -p sp/quarantine/cursor ]
+	[ -p sp/quarantine/00000000000000000050.seg ]
+}
+
+# Reproducer 6: a quarantine/ that is a symlink leads nothing out.
+@test "a quarantine symlink is moved aside, nothing lands outside" {
+	seq 1 20 | "$FSAFE" spool sp append
+	mkdir outside
+	ln -s "$PWD/outside" sp/quarantine
+	echo junk > sp/00000000000000000099.seg
+	run "$FSAFE" spool sp repair
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"quarantine: a symbolic link, not a directory"* ]]
+	[ -z "$(ls -A outside)" ]
+	[ -d sp/quarantine ] && [ ! -L sp/quarantine ]
+	[ -L sp/quarantine/quarantine ]
+	[ -e sp/quarantine/00000000000000000099.seg ]
 }
 
 @test "an over-long record fails, nothing of its batch is appended" {
 	printf 'ok\n%s\n' "$(head -c 100 /dev/zero | tr '\0' x)" |
 		{ run "$FSAFE" spool sp append --max-record 50; \
 		  [ "$status" -eq 1 ]; }
-	run "$FSAFE" spool sp read
+	run --separate-stderr "$FSAFE" spool sp read
 	[ -z "$output" ]
 }
 

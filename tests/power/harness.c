@@ -204,11 +204,15 @@ const char *pw_expect_mode(int root, const char *path, unsigned mode,
 	return buf;
 }
 
+/* A known name ending in '*' stands for every name with that prefix. */
 static bool known(const struct pw_workload *w, const char *name)
 {
-	for (const char *const *k = w->known; k && *k; k++)
-		if (strcmp(*k, name) == 0)
+	for (const char *const *k = w->known; k && *k; k++) {
+		size_t n = strlen(*k);
+		if (strcmp(*k, name) == 0 ||
+		    (n && (*k)[n - 1] == '*' && strncmp(*k, name, n - 1) == 0))
 			return true;
+	}
 	return false;
 }
 

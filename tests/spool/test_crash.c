@@ -112,7 +112,7 @@ static void workload(int fd, struct progress *p)
 }
 
 /* The damaged starting state: OLD records over several segments, one
-   middle segment corrupt, a torn record at the end. */
+   middle segment corrupt in its first record, a torn record at the end. */
 static void make_damaged(struct fx *f)
 {
 	char name[FSAFE__SEG_NAME_LEN + 1], p[4200];
@@ -136,7 +136,7 @@ static void make_damaged(struct fx *f)
 	fsafe_spool_close(s);
 	assert_true(n >= 4);
 	f->gap_lo = starts[1];
-	f->gap_hi = starts[2];
+	f->gap_hi = starts[1] + 1; /* only the damaged record */
 	fsafe__seg_name(name, starts[1]);
 	snprintf(p, sizeof(p), "%s/%s", f->su.sp, name);
 	int sfd = open(p, O_RDWR);

@@ -226,7 +226,9 @@ static void test_foreign_frame_rejected(void **state)
 	free(b);
 }
 
-static void test_middle_bit_flip_quarantined(void **state)
+/* Damage inside a middle segment costs the damaged record only: the
+   frames after it are salvaged, the bad bytes kept in quarantine/. */
+static void test_middle_bit_flip_salvaged(void **state)
 {
 	struct fx *f = *state;
 	uint64_t segs[64], a, b;
@@ -234,42 +236,52 @@ static void test_middle_bit_flip_quarantined(void **state)
 	fill(f, 1024, 80);
 	int n = segments(f, segs, 64);
 	assert_true(n >= 4);
-	/* Flip one bit in a payload of the second segment. */
+	/* Flip one bit in the payload of the second segment's first record. */
 	poke(seg_path(f, segs[1]), FSAFE__SEG_HDR + FSAFE__FRAME_HDR + 40 % 5,
 	     0x10);
 	fsafe_spool *s = su_open(f->fd, "sp", 0, 0);
-	assert_int_equal(su_stat(s).quarantined, 1);
-	/* Reading continues with the next segment; nothing else is lost. */
+	struct fsafe_spool_stat st = su_stat(s);
+	assert_int_equal(st.quarantined, 0);
+	assert_int_equal(st.lost, 1);
+	assert_int_equal(st.salvaged, segs[2] - segs[1] - 1);
+	assert_true(st.quarantined_bytes > FSAFE__FRAME_HDR);
+	assert_int_equal(st.quarantine_entries, 1);
+	/* Every record but segs[1] comes back, in order. */
 	fsafe_spool_reader *rd;
 	const void *d;
 	size_t len;
-	uint64_t seq, got = 0;
+	uint64_t seq, got = 0, prev = 0;
 	unsigned char want[300];
 	assert_int_equal(fsafe_spool_reader_open(s, 1, &rd), 0);
 	while (fsafe_spool_next(rd, &d, &len, &seq) == 1) {
-		assert_false(seq >= segs[1] && seq < segs[2]);
+		assert_true(seq != segs[1] && seq > prev);
 		assert_int_equal(len, su_record(seq, want));
 		assert_memory_equal(d, want, len);
+		prev = seq;
 		got++;
 	}
-	assert_int_equal(got, 80 - (segs[2] - segs[1]));
+	assert_int_equal(got, 79);
 	fsafe_spool_reader_close(rd);
 	fsafe_spool_close(s);
 	char q[4300], name[FSAFE__SEG_NAME_LEN + 1];
 	fsafe__seg_name(name, segs[1]);
-	snprintf(q, sizeof(q), "%s/quarantine/%s", f->sp, name);
+	snprintf(q, sizeof(q), "%s/quarantine/%s@%d", f->sp, name,
+	         FSAFE__SEG_HDR);
 	assert_int_equal(access(q, F_OK), 0);
-	assert_int_equal(access(seg_path(f, segs[1]), F_OK), -1);
-	/* Idempotent; appends go on after the last record. */
+	/* Idempotent (the loss is still reported); appends go on after the
+	   last record. */
 	s = su_open(f->fd, "sp", 1024, 300);
-	assert_int_equal(su_stat(s).quarantined, 0);
+	st = su_stat(s);
+	assert_int_equal(st.quarantined_bytes + st.salvaged, 0);
+	assert_int_equal(st.lost, 1);
 	assert_int_equal(su_append(s, 81, 5, 5), 0);
 	su_read_all(s, segs[2], &a, &b);
 	assert_true(a == segs[2] && b == 85);
 	fsafe_spool_close(s);
 }
 
-/* A middle segment cut short (a disk lost its tail) is corrupt too. */
+/* A middle segment cut short (a disk lost its tail): the rest of its
+   bytes go to quarantine, the later segments are untouched. */
 static void test_middle_truncated_quarantined(void **state)
 {
 	struct fx *f = *state;
@@ -279,9 +291,15 @@ static void test_middle_truncated_quarantined(void **state)
 	int n = segments(f, segs, 64);
 	assert_true(n >= 3);
 	assert_int_equal(truncate(seg_path(f, segs[0]), 100), 0);
-	expect_records(f, segs[1], 80, 1, false);
+	expect_records(f, segs[1], 80, 0, false);
+	fsafe_spool *s = su_open(f->fd, "sp", 0, 0);
+	assert_int_equal(su_stat(s).lost, segs[1] - 1);
+	fsafe_spool_close(s);
 }
 
+/* A damaged header costs no record when the salt it holds still
+   validates the frames: they are salvaged, the old file kept in
+   quarantine/. */
 static void test_bad_last_header(void **state)
 {
 	struct fx *f = *state;
@@ -290,6 +308,28 @@ static void test_bad_last_header(void **state)
 	fill(f, 1024, 80);
 	int n = segments(f, segs, 64);
 	poke(seg_path(f, segs[n - 1]), 3, 0xff);
+	fsafe_spool *s = su_open(f->fd, "sp", 1024, 300);
+	struct fsafe_spool_stat st = su_stat(s);
+	assert_int_equal(st.salvaged, 81 - segs[n - 1]);
+	assert_int_equal(st.lost, 0);
+	assert_int_equal(st.quarantine_entries, 1);
+	assert_int_equal(st.next_seq, 81);
+	assert_int_equal(su_append(s, 81, 30, 4), 0);
+	fsafe_spool_close(s);
+	expect_records(f, 1, 110, 0, false);
+}
+
+/* A header whose salt is damaged too: the segment is not recognisably
+   this spool's, and goes to quarantine whole. */
+static void test_bad_last_header_and_salt(void **state)
+{
+	struct fx *f = *state;
+	uint64_t segs[64];
+
+	fill(f, 1024, 80);
+	int n = segments(f, segs, 64);
+	poke(seg_path(f, segs[n - 1]), 3, 0xff);
+	poke(seg_path(f, segs[n - 1]), 17, 0xff);
 	expect_records(f, 1, segs[n - 1] - 1, 1, false);
 	/* Numbers continue after the last record kept. */
 	fsafe_spool *s = su_open(f->fd, "sp", 1024, 300);
@@ -340,7 +380,10 @@ static void put_cursor(struct fx *f, uint64_t v, bool good)
 	tu_put(f->sp, "cursor", b, sizeof(b));
 }
 
-static void test_cursor_ahead_clamped(void **state)
+/* A cursor ahead of the data (records acknowledged, then the data cut
+   from outside): no acknowledged number is handed out again, and what is
+   appended next is read, now and after reopening. */
+static void test_cursor_ahead_kept(void **state)
 {
 	struct fx *f = *state;
 	uint64_t a, b;
@@ -349,11 +392,19 @@ static void test_cursor_ahead_clamped(void **state)
 	put_cursor(f, 1000000, true);
 	fsafe_spool *s = su_open(f->fd, "sp", 0, 300);
 	struct fsafe_spool_stat st = su_stat(s);
-	assert_int_equal(st.cursor, 31);
-	assert_int_equal(st.next_seq, 31);
+	assert_int_equal(st.cursor, 1000000);
+	assert_int_equal(st.next_seq, 1000000);
+	assert_int_equal(st.cursor_ahead, 1000000 - 31);
 	assert_int_equal(su_read_all(s, FSAFE_SPOOL_FROM_CURSOR, &a, &b), 0);
-	assert_int_equal(su_append(s, 31, 3, 3), 0);
+	assert_int_equal(su_append(s, 1000000, 3, 3), 0);
 	assert_int_equal(su_read_all(s, FSAFE_SPOOL_FROM_CURSOR, &a, &b), 3);
+	fsafe_spool_close(s);
+	s = su_open(f->fd, "sp", 0, 300);
+	st = su_stat(s);
+	assert_int_equal(st.cursor_ahead, 0);
+	assert_int_equal(st.next_seq, 1000003);
+	assert_int_equal(su_read_all(s, FSAFE_SPOOL_FROM_CURSOR, &a, &b), 3);
+	assert_true(a == 1000000 && b == 1000002);
 	fsafe_spool_close(s);
 }
 
@@ -379,19 +430,20 @@ static void test_cursor_garbage_redelivers(void **state)
 }
 
 struct report {
-	int n, bad;
-	uint64_t records;
+	int n;
+	uint64_t lost;
 };
 
-static void on_segment(const struct fsafe_spool_segment *g, void *arg)
+static int on_damage(const struct fsafe_damage *d, void *arg)
 {
 	struct report *r = arg;
 
 	r->n++;
-	r->bad += g->problem != NULL;
-	r->records += g->records;
-	assert_true(g->valid_bytes <= g->file_bytes);
-	assert_true(!g->records || g->last_seq == g->first_seq + g->records - 1);
+	r->lost += d->lost;
+	assert_non_null(d->path);
+	assert_non_null(d->what);
+	assert_null(d->action); /* check repairs nothing */
+	return 0;
 }
 
 /* check reports damage and repairs nothing. */
@@ -403,18 +455,57 @@ static void test_check_reports_without_repair(void **state)
 
 	fill(f, 1024, 80);
 	int n = segments(f, segs, 64);
-	assert_int_equal(fsafe_spool_check(f->fd, "sp", on_segment, &r), 0);
-	assert_int_equal(r.n, n);
-	assert_int_equal(r.records, 80);
+	assert_int_equal(fsafe_spool_check(f->fd, "sp", on_damage, &r), 0);
+	assert_int_equal(r.n, 0);
 	poke(seg_path(f, segs[1]), FSAFE__SEG_HDR + 2, 0x01);
 	off_t before = file_size(seg_path(f, segs[n - 1]));
 	append_raw(seg_path(f, segs[n - 1]), "torn", 4);
 	r = (struct report){ 0 };
-	assert_int_equal(fsafe_spool_check(f->fd, "sp", on_segment, &r), 2);
-	assert_int_equal(r.bad, 2);
+	assert_int_equal(fsafe_spool_check(f->fd, "sp", on_damage, &r), 2);
+	assert_int_equal(r.n, 2);
+	assert_int_equal(r.lost, 1); /* the first record of segs[1] */
 	assert_int_equal(file_size(seg_path(f, segs[n - 1])), before + 4);
 	assert_int_equal(fsafe_spool_check(f->fd, "nope", NULL, NULL),
 	                 -ENOENT);
+}
+
+/* FSAFE_SPOOL_RDONLY: the damage is found and read past, nothing on disk
+   changes, and the handle refuses to write. */
+static void test_rdonly_changes_nothing(void **state)
+{
+	struct fx *f = *state;
+	struct fsafe_spool_opts o = FSAFE_SPOOL_OPTS_INIT;
+	uint64_t segs[64], seq, got = 0;
+	fsafe_spool *s;
+	fsafe_spool_reader *rd;
+	const void *d;
+	size_t len;
+
+	fill(f, 1024, 80);
+	int n = segments(f, segs, 64);
+	poke(seg_path(f, segs[1]), FSAFE__SEG_HDR + FSAFE__FRAME_HDR + 1, 0x10);
+	append_raw(seg_path(f, segs[n - 1]), "torn", 4);
+	off_t mid = file_size(seg_path(f, segs[1]));
+	off_t last = file_size(seg_path(f, segs[n - 1]));
+	o.flags = FSAFE_SPOOL_RDONLY;
+	assert_int_equal(fsafe_spool_open(f->fd, "sp", &o, &s), 0);
+	struct fsafe_spool_stat st = su_stat(s);
+	assert_int_equal(st.lost, 1);
+	assert_int_equal(st.next_seq, 81);
+	assert_int_equal(fsafe_spool_reader_open(s, 1, &rd), 0);
+	while (fsafe_spool_next(rd, &d, &len, &seq) == 1)
+		got++;
+	fsafe_spool_reader_close(rd);
+	assert_int_equal(got, 79);
+	struct iovec v = { "x", 1 };
+	assert_int_equal(fsafe_spool_append(s, &v, 1, NULL), -EBADF);
+	assert_int_equal(fsafe_spool_ack(s, 5), -EBADF);
+	fsafe_spool_close(s);
+	assert_int_equal(file_size(seg_path(f, segs[1])), mid);
+	assert_int_equal(file_size(seg_path(f, segs[n - 1])), last);
+	char q[4200];
+	snprintf(q, sizeof(q), "%s/quarantine", f->sp);
+	assert_int_equal(access(q, F_OK), -1);
 }
 
 int main(void)
@@ -426,14 +517,16 @@ int main(void)
 		T(test_stale_frames_rejected),
 		T(test_foreign_frame_rejected),
 		T(test_replayed_frame_rejected),
-		T(test_middle_bit_flip_quarantined),
+		T(test_middle_bit_flip_salvaged),
 		T(test_middle_truncated_quarantined),
 		T(test_bad_last_header),
+		T(test_bad_last_header_and_salt),
 		T(test_empty_and_junk_segment_files),
 		T(test_missing_old_segment),
-		T(test_cursor_ahead_clamped),
+		T(test_cursor_ahead_kept),
 		T(test_cursor_garbage_redelivers),
 		T(test_check_reports_without_repair),
+		T(test_rdonly_changes_nothing),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
