@@ -93,6 +93,27 @@ FSAFE_API int fsafe_store_open(int dirfd, const char *path,
 /* Staging files the open swept. */
 FSAFE_API unsigned fsafe_store_swept(const fsafe_store *s);
 
+/*
+ * Check and repair the store at `path` (relative to `dirfd`), in the shape
+ * of every store's (fsafe.h, "Damage"); no handle needed, none opened.
+ * Problems: a key's record that fails validation (including a FIFO,
+ * socket, directory or symbolic link at its name, a record copied from
+ * another store or another key: the key inside must match the name),
+ * each costing that key alone (lost 1); a stray entry (a name that is no
+ * key's); a ".lock" or "quarantine" that is not a directory; and the lock
+ * directory's own problems (fsafe_lock_check), reported as ".lock/NAME".
+ * check changes nothing on disk. repair moves each damaged entry into
+ * quarantine/ (never deleting it) with NAME.reason beside it, under the
+ * store's lock (waiting up to 30 s for a live holder: then -ETIMEDOUT),
+ * removes only dead lock leftovers, and reports a problem it could not
+ * deal with with a NULL action. Both return the number of problems, or a
+ * negative errno.
+ */
+FSAFE_API int fsafe_store_check(int dirfd, const char *path,
+                                fsafe_damage_fn fn, void *arg);
+FSAFE_API int fsafe_store_repair(int dirfd, const char *path,
+                                 fsafe_damage_fn fn, void *arg);
+
 /* Close the handle. NULL is a no-op. */
 FSAFE_API void fsafe_store_close(fsafe_store *s);
 
