@@ -874,7 +874,7 @@ struct scan {
 static int problem(struct scan *s, const char *name, const char *what,
                    bool remove)
 {
-	char dest[NAME_MAX + 1], action[NAME_MAX + 64];
+	char dest[NAME_MAX + 1], action[2 * NAME_MAX + 64];
 	const char *done = NULL;
 
 	s->found++;
@@ -887,7 +887,8 @@ static int problem(struct scan *s, const char *name, const char *what,
 		if (s->qfd >= 0 &&
 		    fsafe__quarantine_move(s->dfd, name, s->qfd, what, true,
 		                           dest, sizeof(dest)) == 0) {
-			snprintf(action, sizeof(action), "quarantined as %s/%s",
+			snprintf(action, sizeof(action),
+			         "quarantined as %s%s/%s", s->prefix,
 			         FSAFE__QUARANTINE, dest);
 			done = action;
 		}
