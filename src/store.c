@@ -199,6 +199,7 @@ static const char *not_regular(int r)
 {
 	return r == -ELOOP    ? "not a regular file (symbolic link)"
 	       : r == -EISDIR ? "not a regular file (directory)"
+	       : r == -ENXIO  ? "not a regular file (socket)"
 	                      : "not a regular file (special file)";
 }
 
@@ -214,7 +215,8 @@ static int rec_read_why(int dirfd, const char *name, const void *key,
 	int r;
 
 	*why = NULL;
-	if (fd == -ELOOP || fd == -EISDIR || fd == -EBADFD) {
+	/* A socket fails the open itself (ENXIO). */
+	if (fd == -ELOOP || fd == -EISDIR || fd == -EBADFD || fd == -ENXIO) {
 		*why = not_regular(fd);
 		return -EBADMSG;
 	}
