@@ -194,13 +194,20 @@ static int rec_body(int fd, struct fsafe__rec *rec, struct rec_read *rr)
 	return r;
 }
 
-/* Why a name that is no regular file is no record. */
-static const char *not_regular(int r)
+/* Why a name that is no regular file is no record (lstat tells a FIFO
+   from a device; it never opens anything). */
+static const char *not_regular(int dirfd, const char *name, int r)
 {
+	struct stat st;
+
+	if (r == -EBADFD &&
+	    fsafe__fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    S_ISFIFO(st.st_mode))
+		return "not a regular file (FIFO)";
 	return r == -ELOOP    ? "not a regular file (symbolic link)"
 	       : r == -EISDIR ? "not a regular file (directory)"
 	       : r == -ENXIO  ? "not a regular file (socket)"
-	                      : "not a regular file (special file)";
+	                      : "not a regular file (device)";
 }
 
 /* A record is opened without following a link or blocking on a FIFO;
@@ -217,7 +224,7 @@ static int rec_read_why(int dirfd, const char *name, const void *key,
 	*why = NULL;
 	/* A socket fails the open itself (ENXIO). */
 	if (fd == -ELOOP || fd == -EISDIR || fd == -EBADFD || fd == -ENXIO) {
-		*why = not_regular(fd);
+		*why = not_regular(dirfd, name, fd);
 		return -EBADMSG;
 	}
 	if (fd < 0)

@@ -220,7 +220,7 @@ setup() {
 	run timeout 10 "$FSAFE" store s check
 	[ "$status" -eq 1 ]
 	[ "$output" = "$(printf '%s\n' \
-		'k-62: not a regular file (special file)' \
+		'k-62: not a regular file (FIFO)' \
 		'k-63: not a regular file (symbolic link)' \
 		'k-64: key does not match its name' \
 		"k-zz: stray entry: not a key's name")" ]
@@ -259,4 +259,22 @@ setup() {
 @test "check on a missing store exits 2" {
 	run "$FSAFE" store nowhere check
 	[ "$status" -eq 2 ]
+}
+
+@test "a quarantine that is not a directory is itself quarantined; nothing blocks on it" {
+	echo one | "$FSAFE" store s put a
+	mkfifo s/quarantine
+	mkfifo s/k-62
+	run timeout 10 "$FSAFE" store s ls
+	[ "$status" -eq 0 ]
+	run timeout 10 "$FSAFE" store s check
+	[ "$status" -eq 1 ]
+	[ "${lines[0]}" = "quarantine: not a directory (FIFO)" ]
+	run timeout 10 "$FSAFE" store s repair
+	[ "$status" -eq 0 ]
+	[ "${lines[0]}" = "quarantine: not a directory (FIFO): moved into a new quarantine/" ]
+	[ -p s/quarantine/quarantine.damaged ] && [ -p s/quarantine/k-62 ]
+	run "$FSAFE" store s check
+	[ "$status" -eq 0 ]
+	[ "$("$FSAFE" store s get a)" = one ]
 }

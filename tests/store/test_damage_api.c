@@ -79,8 +79,7 @@ static void check_reports_and_changes_nothing(void **state)
 	assert_int_equal(s.n, 3);
 	assert_string_equal(s.lines[0], "k-62: payload cut short or checksum "
 	                                "mismatch: -");
-	assert_string_equal(s.lines[1], "k-64: not a regular file (special "
-	                                "file): -");
+	assert_string_equal(s.lines[1], "k-64: not a regular file (FIFO): -");
 	assert_string_equal(s.lines[2], "stray: stray entry: not a key's "
 	                                "name: -");
 	assert_int_equal(s.lost, 2);
