@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -27,7 +28,9 @@
 #include <unistd.h>
 
 #include "fsafe/lock.h"
+#include "lockdir.h"
 #include "owner.h"
+#include "quarantine.h"
 #include "sys.h"
 #include "target.h"
 
@@ -849,4 +852,195 @@ int fsafe_lock_inspect(int dirfd, const char *path,
 	o.size = want < sizeof(o) ? want : sizeof(o);
 	memcpy(owner, &o, o.size);
 	return r;
+}
+
+/* ---- check and repair of a directory of locks ---- */
+
+/* One walk of a lock directory: check (read-only) or repair. */
+struct scan {
+	int dfd, qfd;           /* qfd: the quarantine, made on first need */
+	const char *prefix;     /* before every reported name */
+	bool repair;
+	fsafe_damage_fn fn;
+	void *arg;
+	struct acq *a;          /* a->self: the judge's own record */
+	char *raw;
+	int found;
+};
+
+/* One problem: reported and, in repair mode, removed (a recognised
+   leftover, proven dead) or quarantined. A repair that failed is reported
+   with no action. The callback's non-zero return stops the walk. */
+static int problem(struct scan *s, const char *name, const char *what,
+                   bool remove)
+{
+	char dest[NAME_MAX + 1], action[2 * NAME_MAX + 64];
+	const char *done = NULL;
+
+	s->found++;
+	if (s->repair && remove) {
+		if (fsafe__unlinkat(s->dfd, name, 0) == 0)
+			done = "removed";
+	} else if (s->repair) {
+		if (s->qfd < 0)
+			s->qfd = fsafe__quarantine_open(s->dfd, true);
+		if (s->qfd >= 0 &&
+		    fsafe__quarantine_move(s->dfd, name, s->qfd, what, true,
+		                           dest, sizeof(dest)) == 0) {
+			snprintf(action, sizeof(action),
+			         "quarantined as %s%s/%s", s->prefix,
+			         FSAFE__QUARANTINE, dest);
+			done = action;
+		}
+	}
+	return fsafe__damage_say(s->fn, s->arg, s->prefix, name, what, done,
+	                         0);
+}
+
+static const char *type_what(mode_t m)
+{
+	return S_ISLNK(m)   ? "not a regular file (symbolic link)"
+	       : S_ISDIR(m) ? "not a regular file (directory)"
+	       : S_ISFIFO(m) ? "not a regular file (FIFO)"
+	       : S_ISSOCK(m) ? "not a regular file (socket)"
+	                     : "not a regular file (device)";
+}
+
+/* Someone holds a lock on the file: a live holder, never touched. */
+static bool in_use(int fd, bool kernel_too)
+{
+	int g = try_guard(fd);
+
+	if (g == -EWOULDBLOCK)
+		return true;
+	return kernel_too && kernel_held(fd) > 0;
+}
+
+/* A .lock-<uuid>.tmp / .broken name: a leftover once proven orphaned. */
+static int scan_private(struct scan *s, const char *name,
+                        enum priv_kind kind, int fd)
+{
+	struct stat st, again;
+	int g = try_guard(fd);
+
+	if (g != 0 && !no_locks(g))
+		return 0; /* an acquirer or breaker at work */
+	ssize_t n = fsafe__owner_read_raw(fd, s->raw);
+	if (n < 0 || !orphaned(s->a, s->raw, (size_t)n, kind, g == 0) ||
+	    fsafe__fstat(fd, &st) < 0)
+		return 0;
+	/* Removed only if the name is still the inode judged. */
+	bool same = lstat_at(s->dfd, name, &again) == 0 && same_file(&st, &again);
+	return same ? problem(s, name, kind == PRIV_TMP
+	                                       ? "leftover of a crashed acquirer"
+	                                       : "leftover of a crashed breaker",
+	                      true)
+	            : 0;
+}
+
+/* A lock file: fine held, fine as a kernel-mode file at rest; a link-mode
+   one whose owner is proven dead is an abandoned lock; one that does not
+   parse is damage, unless someone holds it. */
+static int scan_lock(struct scan *s, const char *name, int fd,
+                     const struct stat *st)
+{
+	struct fsafe_lock_owner o;
+	ssize_t n = fsafe__owner_read_raw(fd, s->raw);
+
+	if (n < 0)
+		return (int)n == -EACCES ? 0 : (int)n;
+	int r = fsafe__owner_parse(s->raw, (size_t)n, &o);
+	if (r == -EPROTONOSUPPORT)
+		return 0;
+	if (r < 0) {
+		if (n == 0 || in_use(fd, true))
+			return 0; /* a kernel-mode file being (re)written */
+		return problem(s, name, n > FSAFE__OWNER_MAX
+		                                ? "owner record too long"
+		                                : "owner record does not parse",
+		               false);
+	}
+	if (o.kernel || in_use(fd, false) ||
+	    fsafe__owner_judge(&o, &s->a->self) != FSAFE_OWNER_DEAD)
+		return 0;
+	struct stat again;
+	if (lstat_at(s->dfd, name, &again) < 0 || !same_file(st, &again))
+		return 0;
+	return problem(s, name, "abandoned: its owner is dead", true);
+}
+
+static int scan_entry(struct scan *s, const char *name)
+{
+	struct stat st;
+	int r = lstat_at(s->dfd, name, &st);
+
+	if (r == -ENOENT)
+		return 0;
+	if (r < 0)
+		return r;
+	if (S_ISDIR(st.st_mode) && strcmp(name, FSAFE__QUARANTINE) == 0)
+		return 0;
+	if (!S_ISREG(st.st_mode))
+		return problem(s, name, type_what(st.st_mode), false);
+	int fd = open_record(s->dfd, name);
+	if (fd < 0)
+		return fd == -ENOENT || fd == -EACCES ? 0 : fd;
+	if ((r = check_regular(fd, &st)) == 0) {
+		enum priv_kind k = priv_kind(name);
+		r = k != PRIV_NONE ? scan_private(s, name, k, fd)
+		                   : scan_lock(s, name, fd, &st);
+	}
+	fsafe__close(fd);
+	return r;
+}
+
+int fsafe__lock_dir_scan(int dfd, const char *prefix, bool repair,
+                         fsafe_damage_fn fn, void *arg, int *found)
+{
+	struct scan s = { .dfd = dfd, .qfd = -1, .prefix = prefix,
+		          .repair = repair, .fn = fn, .arg = arg };
+	char **names = NULL;
+	size_t n = 0;
+	int r;
+
+	s.a = calloc(1, sizeof(*s.a));
+	s.raw = malloc(FSAFE__OWNER_MAX + 1);
+	r = s.a && s.raw ? fsafe__owner_self(&s.a->self, false) : -ENOMEM;
+	if (r == 0)
+		r = fsafe__dir_names(dfd, &names, &n);
+	for (size_t i = 0; r == 0 && i < n; i++)
+		r = scan_entry(&s, names[i]);
+	fsafe__dir_names_free(names, n);
+	if (s.qfd >= 0)
+		fsafe__close(s.qfd);
+	free(s.raw);
+	free(s.a);
+	*found += s.found;
+	return r;
+}
+
+static int lock_dir_walk(int dirfd, const char *path, bool repair,
+                         fsafe_damage_fn fn, void *arg)
+{
+	if (!path || !*path)
+		return -EINVAL;
+	int dfd = fsafe__open_dir(dirfd, path);
+	if (dfd < 0)
+		return dfd;
+	int found = 0;
+	int r = fsafe__lock_dir_scan(dfd, "", repair, fn, arg, &found);
+	fsafe__close(dfd);
+	return r != 0 ? r : found;
+}
+
+int fsafe_lock_check(int dirfd, const char *path, fsafe_damage_fn fn,
+                     void *arg)
+{
+	return lock_dir_walk(dirfd, path, false, fn, arg);
+}
+
+int fsafe_lock_repair(int dirfd, const char *path, fsafe_damage_fn fn,
+                      void *arg)
+{
+	return lock_dir_walk(dirfd, path, true, fn, arg);
 }

@@ -12,18 +12,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bytes.h"
 #include "crc32c.h"
 #include "fsafe/lock.h"
+#include "store_check.h"
+#include "store_record.h"
 #include "sys.h"
 
-/*
- * The lock lives in a directory of its own: a link-mode acquisition scans
- * the lock's directory for its crashed predecessors' files, which must
- * not cost a scan of every record.
- */
-#define LOCK_DIR ".lock"
-#define LOCK_NAME LOCK_DIR "/lock"
 /* The lock module's private files (.lock-<uuid>.tmp / .broken), should
    any appear beside the records. */
 #define LOCK_PRIV_PREFIX ".lock-"
@@ -32,23 +26,9 @@
 #define NAME_CAP (KEY_PREFIX_LEN + 2 * FSAFE_STORE_KEY_MAX + 1)
 _Static_assert(NAME_CAP - 1 <= 255, "a key's name fits NAME_MAX");
 
-/* ---- record format ------------------------------------------------------ */
+/* ---- record format: store_record.h ------------------------------------- */
 
-/*
- * Little-endian header, then the key, then the payload:
- *   0 magic "fSR1"   4 format (u16) 1   6 header length (u16) 36
- *   8 version (u64)  16 payload length (u64)  24 payload CRC-32C (u32)
- *  28 key length (u32)  32 CRC-32C of bytes 0..31 and the key (u32)
- * The key inside the record catches a record copied under another name.
- */
-#define REC_MAGIC 0x31525366u
-#define REC_FORMAT 1
-#define REC_HDR 36
-
-struct rec {
-	uint64_t version, len;
-	uint32_t crc;
-};
+#define REC_HDR FSAFE__REC_HDR
 
 struct fsafe_store {
 	int dirfd;
@@ -57,21 +37,6 @@ struct fsafe_store {
 	uint64_t lock_timeout_ms;
 	unsigned swept;
 };
-
-static size_t rec_header(uint8_t *h, const void *key, size_t klen,
-                         uint64_t version, const void *buf, size_t len)
-{
-	fsafe__put_le(h, REC_MAGIC, 4);
-	fsafe__put_le(h + 4, REC_FORMAT, 2);
-	fsafe__put_le(h + 6, REC_HDR, 2);
-	fsafe__put_le(h + 8, version, 8);
-	fsafe__put_le(h + 16, len, 8);
-	fsafe__put_le(h + 24, fsafe__crc32c(0, buf, len), 4);
-	fsafe__put_le(h + 28, klen, 4);
-	memcpy(h + REC_HDR, key, klen);
-	fsafe__put_le(h + 32, fsafe__crc32c(fsafe__crc32c(0, h, 32), key, klen), 4);
-	return REC_HDR + klen;
-}
 
 /* ---- keys and names ------------------------------------------------------ */
 
@@ -128,10 +93,12 @@ static bool name_key(const char *name, uint8_t key[FSAFE_STORE_KEY_MAX],
 	return true;
 }
 
-/* The lock and its private files: expected, never reported. */
+/* The lock, its private files and the quarantine: expected, never
+   reported by a listing. */
 static bool lock_own(const char *name)
 {
-	return strcmp(name, LOCK_DIR) == 0 ||
+	return strcmp(name, FSAFE__STORE_LOCK_DIR) == 0 ||
+	       strcmp(name, FSAFE__STORE_QUARANTINE) == 0 ||
 	       strncmp(name, LOCK_PRIV_PREFIX, strlen(LOCK_PRIV_PREFIX)) == 0;
 }
 
@@ -154,50 +121,24 @@ static int read_full(int fd, void *buf, size_t n)
 	return 0;
 }
 
-/* Open a record without following a link or blocking on a FIFO; a name
-   that is not a regular file is not a valid record. */
-static int rec_open(int dirfd, const char *name, struct stat *st)
-{
-	int fd = fsafe__openat(dirfd, name,
-	                       O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0);
-	int r;
-
-	if (fd == -ELOOP)
-		return -EBADMSG;
-	if (fd < 0)
-		return fd;
-	if ((r = fsafe__fstat(fd, st)) < 0 || !S_ISREG(st->st_mode)) {
-		fsafe__close(fd);
-		return r < 0 ? r : -EBADMSG;
-	}
-	return fd;
-}
-
 /* Read and check the header (and the key in it) against the file size. */
 static int rec_read_header(int fd, const struct stat *st, const void *key,
-                           size_t klen, struct rec *rec)
+                           size_t klen, struct fsafe__rec *rec,
+                           const char **why)
 {
 	uint8_t h[REC_HDR + FSAFE_STORE_KEY_MAX];
-	int r = read_full(fd, h, REC_HDR + klen);
+	size_t n = (uint64_t)st->st_size < REC_HDR + klen ? (size_t)st->st_size
+	                                                  : REC_HDR + klen;
+	int r = read_full(fd, h, n);
 
 	if (r < 0)
 		return r;
-	if (fsafe__get_le(h, 4) != REC_MAGIC || fsafe__get_le(h + 4, 2) != REC_FORMAT ||
-	    fsafe__get_le(h + 6, 2) != REC_HDR || fsafe__get_le(h + 28, 4) != klen ||
-	    memcmp(h + REC_HDR, key, klen) != 0 ||
-	    fsafe__get_le(h + 32, 4) != fsafe__crc32c(fsafe__crc32c(0, h, 32), key, klen))
-		return -EBADMSG;
-	rec->version = fsafe__get_le(h + 8, 8);
-	rec->len = fsafe__get_le(h + 16, 8);
-	rec->crc = (uint32_t)fsafe__get_le(h + 24, 4);
-	if (rec->len > (uint64_t)st->st_size ||
-	    (uint64_t)st->st_size != REC_HDR + klen + rec->len)
-		return -EBADMSG;
-	return 0;
+	return fsafe__rec_parse(h, n, key, klen, (uint64_t)st->st_size, rec,
+	                        why);
 }
 
 /* Read the payload into dst (NULL: only check it) and verify its CRC. */
-static int rec_read_payload(int fd, const struct rec *rec, void *dst)
+static int rec_read_payload(int fd, const struct fsafe__rec *rec, void *dst)
 {
 	char chunk[16384];
 	uint64_t left = rec->len;
@@ -229,7 +170,7 @@ struct rec_read {
 	void *out;
 };
 
-static int rec_body(int fd, struct rec *rec, struct rec_read *rr)
+static int rec_body(int fd, struct fsafe__rec *rec, struct rec_read *rr)
 {
 	if (rr->mode == 0)
 		return 0;
@@ -253,39 +194,89 @@ static int rec_body(int fd, struct rec *rec, struct rec_read *rr)
 	return r;
 }
 
-static int rec_read(int dirfd, const char *name, const void *key,
-                    size_t klen, struct rec *rec, struct rec_read *rr)
+/* Why a name that is no regular file is no record (lstat tells a FIFO
+   from a device; it never opens anything). */
+static const char *not_regular(int dirfd, const char *name, int r)
 {
 	struct stat st;
-	int fd = rec_open(dirfd, name, &st);
+
+	if (r == -EBADFD &&
+	    fsafe__fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    S_ISFIFO(st.st_mode))
+		return "not a regular file (FIFO)";
+	return r == -ELOOP    ? "not a regular file (symbolic link)"
+	       : r == -EISDIR ? "not a regular file (directory)"
+	       : r == -ENXIO  ? "not a regular file (socket)"
+	                      : "not a regular file (device)";
+}
+
+/* A record is opened without following a link or blocking on a FIFO;
+   anything at a key's name that is not a regular file is an invalid
+   record of that key (-EBADMSG), never an error of the store. */
+static int rec_read_why(int dirfd, const char *name, const void *key,
+                        size_t klen, struct fsafe__rec *rec,
+                        struct rec_read *rr, const char **why)
+{
+	struct stat st;
+	int fd = fsafe__open_regular(dirfd, name, O_RDONLY, &st);
 	int r;
 
+	*why = NULL;
+	/* A socket fails the open itself (ENXIO). */
+	if (fd == -ELOOP || fd == -EISDIR || fd == -EBADFD || fd == -ENXIO) {
+		*why = not_regular(dirfd, name, fd);
+		return -EBADMSG;
+	}
 	if (fd < 0)
 		return fd;
-	r = rec_read_header(fd, &st, key, klen, rec);
+	r = rec_read_header(fd, &st, key, klen, rec, why);
 	if (r == 0)
 		r = rec_body(fd, rec, rr);
+	if (r == -EBADMSG && !*why)
+		*why = "payload cut short or checksum mismatch";
 	fsafe__close(fd);
 	return r;
 }
 
+static int rec_read(int dirfd, const char *name, const void *key,
+                    size_t klen, struct fsafe__rec *rec, struct rec_read *rr)
+{
+	const char *why;
+
+	return rec_read_why(dirfd, name, key, klen, rec, rr, &why);
+}
+
 /* ---- changing records (under the lock) ----------------------------------- */
 
-static int store_lock(const fsafe_store *s, fsafe_lock **l)
+static int lock_in(int lfd, const fsafe_store *s, fsafe_lock **l)
 {
 	struct fsafe_lock_opts o = FSAFE_LOCK_OPTS_INIT;
 
 	o.flags = s->flags & FSAFE_STORE_LOCK_KERNEL ? FSAFE_LOCK_KERNEL : 0;
 	o.timeout_ms = s->lock_timeout_ms;
-	int r = fsafe_lock_acquire(s->dirfd, LOCK_NAME, &o, l);
-	if (r != -ENOENT)
-		return r;
+	int r = fsafe_lock_acquire(lfd, FSAFE__STORE_LOCK_FILE, &o, l);
+	fsafe__close(lfd);
+	return r;
+}
+
+/* The lock's directory is never followed out of the store: a symbolic
+   link or a file at its name fails every change (-ELOOP / -ENOTDIR) until
+   repair quarantines it. */
+static int store_lock(const fsafe_store *s, fsafe_lock **l)
+{
+	int lfd = fsafe__open_subdir(s->dirfd, FSAFE__STORE_LOCK_DIR);
+
+	if (lfd >= 0)
+		return lock_in(lfd, s, l);
+	if (lfd != -ENOENT)
+		return lfd;
 	/* Made on first use, so that opening writes nothing; it need not
 	   be durable: a lock is never held across a power cut. */
-	r = fsafe__mkdirat(s->dirfd, LOCK_DIR, 0777);
+	int r = fsafe__mkdirat(s->dirfd, FSAFE__STORE_LOCK_DIR, 0777);
 	if (r < 0 && r != -EEXIST)
 		return r;
-	return fsafe_lock_acquire(s->dirfd, LOCK_NAME, &o, l);
+	lfd = fsafe__open_subdir(s->dirfd, FSAFE__STORE_LOCK_DIR);
+	return lfd < 0 ? lfd : lock_in(lfd, s, l);
 }
 
 /* Release; the change's result stands whatever the release says (a lost
@@ -304,7 +295,7 @@ static int rec_write(const fsafe_store *s, const char *name, const void *key,
 {
 	struct fsafe_write_opts o = FSAFE_WRITE_OPTS_INIT;
 	uint8_t h[REC_HDR + FSAFE_STORE_KEY_MAX];
-	size_t hl = rec_header(h, key, klen, version, buf, len);
+	size_t hl = fsafe__rec_format(h, key, klen, version, buf, len);
 	fsafe_writer *w;
 	int r;
 
@@ -339,7 +330,7 @@ static int next_version(const fsafe_store *s, const char *name,
                         const void *key, size_t klen, uint64_t *v)
 {
 	struct rec_read rr = { .mode = 0 };
-	struct rec rec;
+	struct fsafe__rec rec;
 	int r = rec_read(s->dirfd, name, key, klen, &rec, &rr);
 
 	*v = r == 0 && rec.version + 1 ? rec.version + 1 : 1;
@@ -379,7 +370,7 @@ static int current_version(const fsafe_store *s, const char *name,
                            const void *key, size_t klen, uint64_t *v)
 {
 	struct rec_read rr = { .mode = 1 };
-	struct rec rec;
+	struct fsafe__rec rec;
 	int r = rec_read(s->dirfd, name, key, klen, &rec, &rr);
 
 	*v = r == 0 ? rec.version : 0;
@@ -433,7 +424,7 @@ static int update_locked(fsafe_store *s, const char *name, const void *key,
                          uint64_t *version)
 {
 	struct rec_read rr = { .mode = 2 };
-	struct rec rec = { 0 };
+	struct fsafe__rec rec = { 0 };
 	const void *nb = NULL;
 	size_t nl = 0;
 	int r = rec_read(s->dirfd, name, key, klen, &rec, &rr);
@@ -485,7 +476,7 @@ static int get_common(fsafe_store *s, const void *key, size_t klen,
                       struct rec_read *rr, size_t *len, uint64_t *version)
 {
 	char name[NAME_CAP];
-	struct rec rec;
+	struct fsafe__rec rec;
 	int r;
 
 	if ((r = key_name(key, klen, name)) < 0)
@@ -658,7 +649,7 @@ static void report(struct lister *ls, enum fsafe_store_skip why,
 }
 
 static int add_item(fsafe_store_iter *it, const uint8_t *key, size_t klen,
-                    const struct rec *rec)
+                    const struct fsafe__rec *rec)
 {
 	if (it->n == it->cap) {
 		size_t cap = it->cap ? 2 * it->cap : 64;
@@ -707,7 +698,7 @@ static int list_entry(struct lister *ls, int dfd, const char *name,
                       unsigned char type)
 {
 	uint8_t key[FSAFE_STORE_KEY_MAX];
-	struct rec rec = { 0 };
+	struct fsafe__rec rec = { 0 };
 	size_t klen;
 
 	if (fsafe_is_staging_name(name) || lock_own(name))
@@ -821,4 +812,26 @@ void fsafe_store_iter_free(fsafe_store_iter *it)
 		free(it->items[i].key);
 	free(it->items);
 	free(it);
+}
+
+/* ---- one entry, for check and repair (store_check.c) --------------------- */
+
+int fsafe__store_classify(int dfd, const char *name, const char **why)
+{
+	uint8_t key[FSAFE_STORE_KEY_MAX];
+	struct rec_read rr = { .mode = 1 };
+	struct fsafe__rec rec;
+	size_t klen;
+
+	if (fsafe_is_staging_name(name) ||
+	    strncmp(name, LOCK_PRIV_PREFIX, strlen(LOCK_PRIV_PREFIX)) == 0)
+		return FSAFE__STORE_FINE;
+	if (!name_key(name, key, &klen)) {
+		*why = "stray entry: not a key's name";
+		return FSAFE__STORE_STRAY;
+	}
+	int r = rec_read_why(dfd, name, key, klen, &rec, &rr, why);
+	if (r == -ENOENT)
+		return FSAFE__STORE_FINE; /* deleted meanwhile */
+	return r == -EBADMSG ? FSAFE__STORE_BAD : r;
 }

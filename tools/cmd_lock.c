@@ -7,14 +7,17 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_damage.h"
 #include "cli_duration.h"
 #include "cli_util.h"
 #include "fsafe.h"
@@ -22,7 +25,8 @@
 static const char usage[] =
 	"usage: fsafe lock [--timeout DURATION | --no-wait] [--force] [--kernel]"
 	" LOCKFILE -- COMMAND [ARGS...]\n"
-	"       fsafe lock --status LOCKFILE\n";
+	"       fsafe lock --status LOCKFILE\n"
+	"       fsafe lock --check|--repair DIR\n";
 
 static const char help[] =
 	"Run COMMAND while holding the lock LOCKFILE; release it afterwards and\n"
@@ -39,16 +43,24 @@ static const char help[] =
 	"                          local filesystems only\n"
 	"  -s, --status            print the owner record and whether its owner\n"
 	"                          is alive, dead or unknown (another host)\n"
+	"  -C, --check             report damage in DIR, a directory of lock\n"
+	"                          files, one \"PATH: WHAT\" a line\n"
+	"  -R, --repair            remove DIR's abandoned locks and dead\n"
+	"                          leftovers, move damaged entries into\n"
+	"                          DIR/quarantine/; never a live holder's lock\n"
 	"  -h, --help              this text\n"
 	"\n"
 	"Exit status: COMMAND's (128 + N if killed by signal N); 1 when the\n"
 	"lock is held (the holder is named) or fails, or was broken while\n"
 	"COMMAND ran; 2 usage error; 126/127 COMMAND could not be run.\n"
-	"--status: 0 a record was shown, 1 not held or unreadable.\n";
+	"--status: 0 a record was shown, 1 not held or unreadable.\n"
+	"--check: 0 clean, 1 damage found; --repair: 0 all dealt with, 1\n"
+	"something left as it is; both 2 when they could not run.\n";
 
 struct lock_args {
 	struct fsafe_lock_opts opts;
 	bool status, help, have_timeout;
+	int walk; /* 'C' --check, 'R' --repair, 0 neither */
 	const char *path;
 	char **command;
 };
@@ -74,10 +86,11 @@ static int parse_operands(int argc, char **argv, struct lock_args *a)
 	if (optind == argc)
 		return cli_usage_error("lock", "LOCKFILE is missing", usage);
 	a->path = argv[optind++];
-	if (a->status) {
-		if (optind != argc)
-			return cli_usage_error("lock", "--status takes only "
-			                       "LOCKFILE", usage);
+	if (a->status || a->walk) {
+		if (optind != argc || (a->status && a->walk))
+			return cli_usage_error("lock", "--status, --check and "
+			                       "--repair take only a path",
+			                       usage);
 		return CLI_OK;
 	}
 	if (optind < argc && !strcmp(argv[optind], "--"))
@@ -96,6 +109,8 @@ static int parse_args(int argc, char **argv, struct lock_args *a)
 		{ "force", no_argument, NULL, 'f' },
 		{ "kernel", no_argument, NULL, 'k' },
 		{ "status", no_argument, NULL, 's' },
+		{ "check", no_argument, NULL, 'C' },
+		{ "repair", no_argument, NULL, 'R' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -104,7 +119,7 @@ static int parse_args(int argc, char **argv, struct lock_args *a)
 
 	opterr = 0;
 	/* '+': options end at LOCKFILE, so COMMAND keeps its own options. */
-	while ((c = getopt_long(argc, argv, "+:t:nfksh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:t:nfksCRh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 't':
 			if ((r = parse_timeout(optarg, a)) != CLI_OK)
@@ -114,6 +129,14 @@ static int parse_args(int argc, char **argv, struct lock_args *a)
 		case 'f': a->opts.flags |= FSAFE_LOCK_FORCE; break;
 		case 'k': a->opts.flags |= FSAFE_LOCK_KERNEL; break;
 		case 's': a->status = true; break;
+		case 'C':
+		case 'R':
+			if (a->walk && a->walk != c)
+				return cli_usage_error("lock", "--check and "
+				                       "--repair exclude each "
+				                       "other", usage);
+			a->walk = c;
+			break;
 		case 'h': a->help = true; return CLI_OK;
 		default: return cli_bad_option("lock", argv, c, usage);
 		}
@@ -193,6 +216,34 @@ static int show_status(const char *path)
 	return cli_flush_stdout("lock") ? CLI_OK : CLI_FAIL;
 }
 
+static int check_dir(const char *dir, bool repair)
+{
+	struct cli_damage cd = { 0 };
+	char label[PATH_MAX + 8];
+	int r = repair ? fsafe_lock_repair(AT_FDCWD, dir,
+	                                   cli_damage_printer(true), &cd)
+	               : fsafe_lock_check(AT_FDCWD, dir,
+	                                  cli_damage_printer(false), &cd);
+
+	snprintf(label, sizeof(label), "lock %s", dir);
+	return cli_damage_status(label, repair, r, &cd);
+}
+
+/* What is at a lock's name that is no lock file, in words. */
+static const char *not_a_lock(const char *path)
+{
+	struct stat st;
+
+	if (lstat(path, &st) < 0)
+		return NULL;
+	return S_ISLNK(st.st_mode)    ? "a symbolic link"
+	       : S_ISDIR(st.st_mode)  ? "a directory"
+	       : S_ISFIFO(st.st_mode) ? "a FIFO"
+	       : S_ISSOCK(st.st_mode) ? "a socket"
+	       : S_ISREG(st.st_mode)  ? NULL
+	                              : "a device";
+}
+
 static volatile sig_atomic_t child_pid;
 
 /* Termination requests go to COMMAND, so that we outlive it, release the
@@ -247,6 +298,13 @@ static int hold_and_run(struct lock_args *a)
 
 	if (r == -EWOULDBLOCK || r == -ETIMEDOUT)
 		return report_holder(a->path, r);
+	const char *what = r < 0 ? not_a_lock(a->path) : NULL;
+	if (what) {
+		cli_warn("lock %s: %s is there, not a lock file (fsafe lock "
+		         "--repair on its directory moves it aside)", a->path,
+		         what);
+		return CLI_FAIL;
+	}
 	if (r < 0) {
 		cli_warn("lock %s: %s", a->path, fsafe_strerror(r));
 		return CLI_FAIL;
@@ -277,5 +335,7 @@ int cmd_lock(int argc, char **argv)
 		fputs(help, stdout);
 		return cli_flush_stdout("lock") ? CLI_OK : CLI_FAIL;
 	}
+	if (a.walk)
+		return check_dir(a.path, a.walk == 'R');
 	return a.status ? show_status(a.path) : hold_and_run(&a);
 }

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_damage.h"
 #include "cli_util.h"
 #include "fsafe.h"
 
@@ -27,7 +29,8 @@ static const char usage[] =
 	"       fsafe store [OPTIONS] DIR get KEY\n"
 	"       fsafe store [OPTIONS] DIR del KEY\n"
 	"       fsafe store [OPTIONS] DIR ls\n"
-	"       fsafe store [OPTIONS] DIR update KEY -- COMMAND [ARG...]\n";
+	"       fsafe store [OPTIONS] DIR update KEY -- COMMAND [ARG...]\n"
+	"       fsafe store DIR check|repair\n";
 
 static const char help[] =
 	"A directory of records, one a key, each replaced atomically and\n"
@@ -40,6 +43,9 @@ static const char help[] =
 	"  update  run COMMAND under the store's lock with KEY's value on its\n"
 	"          standard input (empty, and FSAFE_STORE_EXISTS=0, if none);\n"
 	"          its standard output becomes the value if it exits 0\n"
+	"  check   report damage, one \"PATH: WHAT\" a line; changes nothing\n"
+	"  repair  move damaged entries into DIR/quarantine/, one\n"
+	"          \"PATH: WHAT: ACTION\" a line\n"
 	"\n"
 	"  -c, --create          create DIR if it is missing\n"
 	"  -n, --no-sync         skip syncs (crash-safe, not power-cut-safe)\n"
@@ -51,11 +57,13 @@ static const char help[] =
 	"  -h, --help            this text\n"
 	"\n"
 	"Exit status: 0 ok; 1 failed (no such key, stale version, COMMAND\n"
-	"failed: nothing changed); 2 usage error.\n";
+	"failed: nothing changed; check: damage found; repair: something\n"
+	"left as it is); 2 usage error (check, repair: could not run).\n";
 
 struct args {
 	struct fsafe_store_opts opts;
 	bool has_version, long_ls, null, verbose;
+	unsigned damaged;
 	uint64_t version;
 	const char *dir, *op;
 	char **rest;
@@ -125,15 +133,33 @@ static int parse_args(int argc, char **argv, struct args *a)
 	return CLI_OK;
 }
 
+/* A change refused because of what is at the lock's name, or a read of
+   a damaged record: say where the damage is, not only the errno. */
+static void explain(const struct args *a, int r)
+{
+	char label[PATH_MAX + 8];
+
+	if (r != -ELOOP && r != -ENOTDIR && r != -EISDIR && r != -EINVAL &&
+	    r != -EBADMSG)
+		return;
+	snprintf(label, sizeof(label), "store %s", a->dir);
+	fsafe_store_check(AT_FDCWD, a->dir, cli_damage_warn, label);
+}
+
 static int fail(const struct args *a, const char *key, int r)
 {
-	if (key)
+	if (r == -EBADMSG && key)
+		cli_warn("store %s: %s %s: damaged record (fsafe store %s "
+		         "repair quarantines it)", a->dir, a->op, key, a->dir);
+	else if (key)
 		cli_warn("store %s: %s %s: %s", a->dir, a->op, key,
 		         r == -ESTALE   ? "the version changed; nothing written"
 		         : r == -ENOENT ? "no such key"
 		                        : fsafe_strerror(r));
 	else
 		cli_warn("store %s: %s: %s", a->dir, a->op, fsafe_strerror(r));
+	if (r != -EBADMSG)
+		explain(a, r);
 	return CLI_FAIL;
 }
 
@@ -223,10 +249,16 @@ static int do_del(struct args *a)
 static void on_skip(void *arg, enum fsafe_store_skip why, const char *name,
                     const void *key, size_t keylen, int err)
 {
-	const struct args *a = arg;
+	struct args *a = arg;
 
 	(void)key, (void)keylen;
-	if (why == FSAFE_STORE_SKIP_BAD_RECORD)
+	/* Anything at a key's name that is not a valid record costs that
+	   key: damage, whatever it is. */
+	a->damaged += key != NULL;
+	if (key && why != FSAFE_STORE_SKIP_BAD_RECORD)
+		cli_warn("store %s: %s: damaged record skipped: not a regular "
+		         "file", a->dir, name);
+	else if (why == FSAFE_STORE_SKIP_BAD_RECORD)
 		cli_warn("store %s: %s: invalid record skipped: %s", a->dir,
 		         name, fsafe_strerror(err));
 	else if (a->verbose)
@@ -255,6 +287,10 @@ static int do_ls(struct args *a)
 		putchar(a->null ? '\0' : '\n');
 	}
 	fsafe_store_iter_free(it);
+	if (a->damaged)
+		cli_warn("store %s: %u damaged record%s skipped (fsafe store "
+		         "%s check)", a->dir, a->damaged,
+		         a->damaged == 1 ? "" : "s", a->dir);
 	return cli_flush_stdout("store") ? CLI_OK : CLI_FAIL;
 }
 
@@ -380,6 +416,30 @@ static int dispatch(struct args *a)
 	return cli_usage_error("store", "unknown operation", usage);
 }
 
+/* check and repair need no open store: opening may sweep. */
+static int do_check(const struct args *a, bool repair)
+{
+	struct cli_damage cd = { 0 };
+	char label[PATH_MAX + 8];
+	int r;
+
+	if (a->nrest)
+		return cli_usage_error("store", "wrong number of arguments",
+		                       usage);
+	snprintf(label, sizeof(label), "store %s", a->dir);
+	r = repair ? fsafe_store_repair(AT_FDCWD, a->dir,
+	                                cli_damage_printer(true), &cd)
+	           : fsafe_store_check(AT_FDCWD, a->dir,
+	                               cli_damage_printer(false), &cd);
+	return cli_damage_status(label, repair, r, &cd);
+}
+
+/* Reading commands change nothing on disk: no sweep. */
+static bool read_only(const char *op)
+{
+	return !strcmp(op, "get") || !strcmp(op, "ls");
+}
+
 int cmd_store(int argc, char **argv)
 {
 	struct args a = { .opts = FSAFE_STORE_OPTS_INIT };
@@ -387,6 +447,10 @@ int cmd_store(int argc, char **argv)
 
 	if (r != CLI_OK)
 		return r < 0 ? CLI_OK : r;
+	if (!strcmp(a.op, "check") || !strcmp(a.op, "repair"))
+		return do_check(&a, !strcmp(a.op, "repair"));
+	if (read_only(a.op))
+		a.opts.flags |= FSAFE_STORE_NO_SWEEP;
 	if ((r = fsafe_store_open(AT_FDCWD, a.dir, &a.opts, &a.s)) < 0) {
 		cli_warn("store %s: %s", a.dir, fsafe_strerror(r));
 		return CLI_FAIL;

@@ -142,6 +142,30 @@ FSAFE_API int fsafe_lock_release(fsafe_lock *l);
 FSAFE_API int fsafe_lock_inspect(int dirfd, const char *path,
                                  struct fsafe_lock_owner *owner);
 
+/*
+ * Check and repair a directory that holds lock files (and nothing else),
+ * in the shape of every store's (fsafe.h, "Damage"). Problems: an entry
+ * that is not a regular file (a FIFO, socket, directory or symbolic link
+ * at a lock's name: never opened in a way that blocks or follows it); an
+ * owner record that does not parse and that nobody holds; a link-mode lock
+ * whose owner is proven dead (abandoned); a private leftover
+ * (.lock-<uuid>.tmp, .lock-<uuid>.broken) whose creator is proven dead.
+ * A lock held by a live or unjudgeable owner, a kernel-mode lock file at
+ * rest and a record of a newer version are never problems.
+ *
+ * check changes nothing on disk (it may take and drop a lock file's flock
+ * for an instant, to learn whether someone holds it). repair removes what
+ * is proven dead or a recognised leftover, moves anything else damaged
+ * into DIR/quarantine/ with a NAME.reason file beside it, and never
+ * touches a lock a live process holds. A problem repair could not deal
+ * with is reported with a NULL action. Both return the number of problems
+ * found, or a negative errno.
+ */
+FSAFE_API int fsafe_lock_check(int dirfd, const char *path,
+                               fsafe_damage_fn fn, void *arg);
+FSAFE_API int fsafe_lock_repair(int dirfd, const char *path,
+                                fsafe_damage_fn fn, void *arg);
+
 #ifdef __cplusplus
 }
 #endif

@@ -18,14 +18,23 @@
  * A record is a header (magic, format version, the record's version,
  * payload length, CRC-32C of the payload, the key, CRC-32C of the header)
  * and the payload. A record that fails validation (truncated or rewritten
- * by a tool outside fsafe, a copy under another key's name) makes that key
+ * by a tool outside fsafe, a copy under another key's name, a FIFO,
+ * socket, directory or symbolic link at the key's name) makes that key
  * alone return -EBADMSG; a listing reports it and goes on.
  *
  * Anything else in the directory is ignored: atomic-write staging files
- * (fsafe_is_staging_name), the lock and the lock's private files,
- * subdirectories, symbolic links, unknown names. Opening the store sweeps
- * staging files abandoned more than an hour ago (configurable); the sweep
- * never takes a stage a live writer holds.
+ * (fsafe_is_staging_name), the lock and the lock's private files, the
+ * quarantine, subdirectories, symbolic links, unknown names. Opening the
+ * store sweeps staging files abandoned more than an hour ago
+ * (configurable); the sweep never takes a stage a live writer holds.
+ *
+ * Damage (fsafe.h, "Damage"): damaged bytes are never deleted, repair
+ * moves them into "quarantine/" with a reason; a damaged record costs its
+ * key alone, never the store; nothing inside the store is opened in a way
+ * that blocks or follows a link out of it: the lock's directory ".lock" is
+ * opened without following links, so a link or a file at its name fails
+ * every change (-ELOOP / -ENOTDIR) until repair quarantines it. A removed
+ * record is a removed key: the store keeps no index that could report it.
  *
  * A handle may be used by one thread at a time. Locks belong to processes:
  * do not use a handle in a child after fork() while the parent uses it.
@@ -92,6 +101,27 @@ FSAFE_API int fsafe_store_open(int dirfd, const char *path,
 
 /* Staging files the open swept. */
 FSAFE_API unsigned fsafe_store_swept(const fsafe_store *s);
+
+/*
+ * Check and repair the store at `path` (relative to `dirfd`), in the shape
+ * of every store's (fsafe.h, "Damage"); no handle needed, none opened.
+ * Problems: a key's record that fails validation (including a FIFO,
+ * socket, directory or symbolic link at its name, a record copied from
+ * another store or another key: the key inside must match the name),
+ * each costing that key alone (lost 1); a stray entry (a name that is no
+ * key's); a ".lock" or "quarantine" that is not a directory; and the lock
+ * directory's own problems (fsafe_lock_check), reported as ".lock/NAME".
+ * check changes nothing on disk. repair moves each damaged entry into
+ * quarantine/ (never deleting it) with NAME.reason beside it, under the
+ * store's lock (waiting up to 30 s for a live holder: then -ETIMEDOUT),
+ * removes only dead lock leftovers, and reports a problem it could not
+ * deal with with a NULL action. Both return the number of problems, or a
+ * negative errno.
+ */
+FSAFE_API int fsafe_store_check(int dirfd, const char *path,
+                                fsafe_damage_fn fn, void *arg);
+FSAFE_API int fsafe_store_repair(int dirfd, const char *path,
+                                 fsafe_damage_fn fn, void *arg);
 
 /* Close the handle. NULL is a no-op. */
 FSAFE_API void fsafe_store_close(fsafe_store *s);

@@ -172,3 +172,64 @@ hold_in_background() {
 	run "$FSAFE" is-staging .lock-0b3c5e7a-1d2f-4a6b-8c9d-0e1f2a3b4c5d.tmp
 	[ "$status" -eq 1 ]
 }
+
+# ---- damage (issue 16) -------------------------------------------------------
+
+@test "a FIFO or a dangling symlink as LOCKFILE is named, never waited on" {
+	mkfifo f
+	run timeout 10 "$FSAFE" lock f -- true
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"a FIFO is there, not a lock file"* ]]
+	run timeout 10 "$FSAFE" lock --kernel f -- true
+	[ "$status" -eq 1 ]
+	rm f
+	ln -s nowhere f
+	run timeout 10 "$FSAFE" lock f -- true
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"a symbolic link is there"* ]]
+	[ ! -e nowhere ]
+}
+
+@test "--check reports damage, --repair quarantines it and leaves a live holder's lock" {
+	mkdir d
+	"$FSAFE" lock d/held -- sh -c 'touch held; while [ ! -e go ]; do sleep 0.01; done' &
+	HOLDER_PID=$!
+	wait_until test -e held
+	mkfifo d/fifo
+	echo garbage > d/bad
+	run timeout 10 "$FSAFE" lock --check d
+	[ "$status" -eq 1 ]
+	[ "$output" = "$(printf '%s\n' 'bad: owner record does not parse' \
+		'fifo: not a regular file (FIFO)')" ]
+	run timeout 10 "$FSAFE" lock --repair d
+	[ "$status" -eq 0 ]
+	[ "${lines[0]}" = "bad: owner record does not parse: quarantined as quarantine/bad" ]
+	[ -f d/held ] && [ -p d/quarantine/fifo ] && [ -f d/quarantine/bad.reason ]
+	run "$FSAFE" lock --check d
+	[ "$status" -eq 0 ]
+	touch go
+	wait "$HOLDER_PID"
+	HOLDER_PID=
+	[ ! -e d/held ]
+}
+
+@test "--repair removes a lock whose owner is proven dead, --check only reports it" {
+	mkdir d
+	# A holder killed while it held the lock leaves its record behind.
+	"$FSAFE" lock d/l -- sh -c 'touch held; while [ ! -e go ]; do sleep 0.01; done' &
+	HOLDER_PID=$!
+	wait_until test -e held
+	kill -KILL "$HOLDER_PID"
+	wait "$HOLDER_PID" || true
+	HOLDER_PID=
+	touch go
+	[ -f d/l ]
+	run "$FSAFE" lock --check d
+	[ "$status" -eq 1 ]
+	[ "$output" = "l: abandoned: its owner is dead" ]
+	[ -f d/l ]
+	run "$FSAFE" lock --repair d
+	[ "$status" -eq 0 ]
+	[ "$output" = "l: abandoned: its owner is dead: removed" ]
+	[ ! -e d/l ]
+}

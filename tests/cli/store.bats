@@ -98,7 +98,11 @@ setup() {
 	run --separate-stderr "$FSAFE" store s ls
 	[ "$status" -eq 0 ]
 	[ "$output" = "$(printf 'a\nb')" ]
-	[ -z "$stderr" ]
+	# Only what sits at a key's name costs a key: reported as damage.
+	[[ $stderr == *"k-79: damaged record skipped: not a regular file"* ]]
+	[[ $stderr == *"k-7a: damaged record skipped: not a regular file"* ]]
+	[[ $stderr == *"2 damaged records skipped"* ]]
+	[[ $stderr != *README* && $stderr != *sub* && $stderr != *link* ]]
 	run --separate-stderr "$FSAFE" store -v s ls
 	[ "$output" = "$(printf 'a\nb')" ]
 	[[ $stderr == *"README: not a record (unknown name)"* ]]
@@ -161,4 +165,116 @@ setup() {
 	run "$FSAFE" store --help
 	[ "$status" -eq 0 ]
 	[[ $output == *"update KEY -- COMMAND"* ]]
+}
+
+# ---- damage (issue 16) -------------------------------------------------------
+
+@test "check is clean on a healthy store and changes nothing" {
+	echo one | "$FSAFE" store s put a
+	echo two | "$FSAFE" store s put b
+	before=$(ls -laR --time-style=full-iso s)
+	run "$FSAFE" store s check
+	[ "$status" -eq 0 ]
+	[ -z "$output" ]
+	[ "$(ls -laR --time-style=full-iso s)" = "$before" ]
+}
+
+@test "a damaged record costs its key alone: get, ls and check report it, repair quarantines it" {
+	echo one | "$FSAFE" store s put a
+	echo two | "$FSAFE" store s put b
+	printf 'XX' | dd of=s/k-61 bs=1 seek=38 conv=notrunc 2>/dev/null
+	run "$FSAFE" store s get a
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"get a: damaged record"* ]]
+	[ "$("$FSAFE" store s get b)" = two ]
+	run "$FSAFE" store s ls
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"1 damaged record skipped"* ]]
+	[[ "${lines[-1]}" == b ]]
+	before=$(ls -laR --time-style=full-iso s)
+	run "$FSAFE" store s check
+	[ "$status" -eq 1 ]
+	[ "$output" = "k-61: payload cut short or checksum mismatch" ]
+	[ "$(ls -laR --time-style=full-iso s)" = "$before" ]
+	run "$FSAFE" store s repair
+	[ "$status" -eq 0 ]
+	[ "$output" = "k-61: payload cut short or checksum mismatch: quarantined as quarantine/k-61" ]
+	[ -f s/quarantine/k-61 ] && [ -f s/quarantine/k-61.reason ]
+	run "$FSAFE" store s check
+	[ "$status" -eq 0 ]
+	[ "$("$FSAFE" store s ls)" = b ]
+}
+
+@test "FIFO, symlink, copy from another key and stray entries are damage; nothing is followed or blocks" {
+	echo one | "$FSAFE" store s put a
+	echo secret > outside
+	mkfifo s/k-62
+	ln -s ../outside s/k-63
+	cp s/k-61 s/k-64
+	echo junk > s/k-zz
+	run timeout 10 "$FSAFE" store s get b
+	[ "$status" -eq 1 ]
+	run timeout 10 "$FSAFE" store s get c
+	[ "$status" -eq 1 ]
+	[[ "$output" != *secret* ]]
+	run timeout 10 "$FSAFE" store s check
+	[ "$status" -eq 1 ]
+	[ "$output" = "$(printf '%s\n' \
+		'k-62: not a regular file (FIFO)' \
+		'k-63: not a regular file (symbolic link)' \
+		'k-64: key does not match its name' \
+		"k-zz: stray entry: not a key's name")" ]
+	run timeout 10 "$FSAFE" store s repair
+	[ "$status" -eq 0 ]
+	[ "${#lines[@]}" -eq 4 ]
+	[ "$(cat outside)" = secret ]
+	[ "$("$FSAFE" store s ls)" = a ]
+	[ "$("$FSAFE" store s get a)" = one ]
+}
+
+@test "a .lock that is a symlink or a FIFO is never followed: changes fail naming it until repair" {
+	echo one | "$FSAFE" store s put a
+	mkdir elsewhere
+	rm -rf s/.lock
+	ln -s ../elsewhere s/.lock
+	run timeout 10 "$FSAFE" store s put b
+	[ "$status" -eq 1 ]
+	[[ "$output" == *".lock: not a directory (symbolic link)"* ]]
+	[ -z "$(ls -A elsewhere)" ]
+	run "$FSAFE" store s repair
+	[ "$status" -eq 0 ]
+	[ "$output" = ".lock: not a directory (symbolic link): quarantined as quarantine/.lock" ]
+	echo two | "$FSAFE" store s put b
+	[ "$("$FSAFE" store s get b)" = two ]
+	mkfifo s/.lock/lock
+	run timeout 10 "$FSAFE" store s put c
+	[ "$status" -eq 1 ]
+	[[ "$output" == *".lock/lock: not a regular file (FIFO)"* ]]
+	run "$FSAFE" store s repair
+	[ "$output" = ".lock/lock: not a regular file (FIFO): quarantined as .lock/quarantine/lock" ]
+	echo three | "$FSAFE" store s put c
+	[ "$("$FSAFE" store s get a)" = one ]
+}
+
+@test "check on a missing store exits 2" {
+	run "$FSAFE" store nowhere check
+	[ "$status" -eq 2 ]
+}
+
+@test "a quarantine that is not a directory is itself quarantined; nothing blocks on it" {
+	echo one | "$FSAFE" store s put a
+	mkfifo s/quarantine
+	mkfifo s/k-62
+	run timeout 10 "$FSAFE" store s ls
+	[ "$status" -eq 0 ]
+	run timeout 10 "$FSAFE" store s check
+	[ "$status" -eq 1 ]
+	[ "${lines[0]}" = "quarantine: not a directory (FIFO)" ]
+	run timeout 10 "$FSAFE" store s repair
+	[ "$status" -eq 0 ]
+	[ "${lines[0]}" = "quarantine: not a directory (FIFO): moved into a new quarantine/" ]
+	[ -p s/quarantine/quarantine.damaged ] && [ -p s/quarantine/k-62 ]
+	run "$FSAFE" store s check
+	[ "$status" -eq 0 ]
+	[ "$("$FSAFE" store s get a)" = one ]
 }

@@ -1,0 +1,43 @@
+/*
+ * Damage, shared by the lock directory's and the keyed store's check and
+ * repair (fsafe.h, "Damage"): one report line, and moving damaged bytes
+ * into a "quarantine" directory with a reason beside them instead of
+ * deleting them.
+ */
+#ifndef FSAFE_QUARANTINE_H
+#define FSAFE_QUARANTINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fsafe.h"
+
+#define FSAFE__QUARANTINE "quarantine"
+#define FSAFE__QUARANTINE_REASON ".reason"
+
+/* Call fn (if any) for prefix+name; its non-zero return is the result. */
+int fsafe__damage_say(fsafe_damage_fn fn, void *arg, const char *prefix,
+                      const char *name, const char *what,
+                      const char *action, uint64_t lost);
+
+/* The quarantine directory inside dfd, made if missing, never through a
+   symbolic link (-ELOOP / -ENOTDIR when something else has its name). */
+int fsafe__quarantine_open(int dfd, bool sync);
+
+/*
+ * Move dfd/name into qfd under its own name (a numbered one if taken), and
+ * write `why` beside it as NAME.reason; both directories synced unless
+ * !sync. The name it got goes into dest. 0 or -errno (nothing moved).
+ */
+int fsafe__quarantine_move(int dfd, const char *name, int qfd,
+                           const char *why, bool sync, char *dest,
+                           size_t cap);
+
+/* The names in directory dfd, sorted (a stable report order, and no entry
+   skipped or seen twice while repair renames some): 0 with a malloc'd
+   vector in *out and its length in *n, or -errno. */
+int fsafe__dir_names(int dfd, char ***out, size_t *n);
+void fsafe__dir_names_free(char **v, size_t n);
+
+#endif
