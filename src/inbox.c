@@ -326,7 +326,7 @@ int fsafe_inbox_deliver(fsafe_inbox *ib, const void *buf, size_t len,
 
 /* ---- consumers ------------------------------------------------------------ */
 
-static bool valid_name(const char *name)
+bool fsafe__inbox_valid_name(const char *name)
 {
 	size_t n = strlen(name);
 
@@ -408,7 +408,7 @@ int fsafe_inbox_consumer_open(fsafe_inbox *ib, const char *name,
                               fsafe_inbox_consumer **out)
 {
 	*out = NULL;
-	if (name && !valid_name(name))
+	if (name && !fsafe__inbox_valid_name(name))
 		return -EINVAL;
 	fsafe_inbox_consumer *c = calloc(1, sizeof(*c));
 	if (!c)

@@ -30,6 +30,9 @@ void fsafe__inbox_header(uint8_t h[FSAFE__INBOX_HDR], uint64_t seq,
                          const void *buf, size_t len);
 /* The id's form: fixed width, lowercase hex fields separated by '.'. */
 bool fsafe__inbox_valid_id(const char *name);
+/* A consumer name: 1..FSAFE_INBOX_NAME_MAX of [A-Za-z0-9._-], no leading
+   dot. */
+bool fsafe__inbox_valid_name(const char *name);
 /*
  * Judge the header `h` (FSAFE__INBOX_HDR bytes, read only when size allows)
  * of a file of `size` bytes named by the valid id `id`: NULL when it is a

@@ -326,21 +326,11 @@ static int check_messages(struct walk *w, int i, uint64_t lost)
 
 /* ---- claimed/ ------------------------------------------------------------------- */
 
+/* A consumer's directory: its kind, a dash, a valid consumer name. */
 static bool valid_consumer_dir(const char *name)
 {
-	size_t n = strlen(name);
-
-	if (n < 3 || n > 2 + FSAFE_INBOX_NAME_MAX || !strchr("nbpx", name[0]) ||
-	    name[1] != '-' || name[2] == '.')
-		return false;
-	for (size_t i = 2; i < n; i++) {
-		char ch = name[i];
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		      (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' ||
-		      ch == '-'))
-			return false;
-	}
-	return true;
+	return name[0] && strchr("nbpx", name[0]) && name[1] == '-' &&
+	       fsafe__inbox_valid_name(name + 2);
 }
 
 /*
