@@ -76,6 +76,11 @@ struct pw_workload {
 	   that depends on it, the inbox claim; the strict model, which may
 	   keep either half alone, is the default. */
 	bool rename_whole;
+	/* Layer A, for a rename_whole workload: the names the message has
+	   right after the cut, before any recovery. 0 means a rename kept
+	   only its removal half; the suite counts those, which is how the
+	   rename_whole assumption is measured on each filesystem. */
+	int (*names)(int root);
 	/* FSAFE__BREAK_* switches whose removal this workload must expose
 	   (at least one violation in each layer). */
 	unsigned catches;
@@ -100,6 +105,7 @@ struct pw_workload {
  * store) and adds one line to the list in suites.c.
  */
 struct pw_suite {
+	const char *module; /* for reports: "core", "inbox"... */
 	const struct pw_workload *workloads;
 	const size_t *count;
 };
@@ -108,6 +114,8 @@ extern const size_t pw_core_nworkloads;
 
 size_t pw_workload_count(void);
 const struct pw_workload *pw_workload_at(size_t i);
+/* The module of workload i (its suite's name). */
+const char *pw_workload_module(size_t i);
 
 /* Fill the OLD/NEW patterns (call once per process). */
 void pw_init(void);
