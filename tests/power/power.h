@@ -2,9 +2,10 @@
  * The power-loss harness: workloads and their invariants, shared by the
  * two layers that judge them.
  *
- *   Layer A (cut.c)   runs a workload on a loop-mounted ext4 or xfs and cuts
- *                     power (FS_IOC_SHUTDOWN, no log flush) before table
- *                     call N, for every N.
+ *   Layer A (cut.c)   runs a workload on a loop-mounted ext4, xfs, btrfs,
+ *                     ext2 or overlayfs and cuts power (FS_IOC_SHUTDOWN,
+ *                     no log flush; or a copy of the loop image) before
+ *                     table call N, for every N.
  *   Layer B (model.c) records the workload's file-system operations once
  *                     and builds every crash state an abstract persistence
  *                     model allows.
@@ -72,7 +73,8 @@ struct pw_workload {
 	bool commit_before_cut;
 	/* Layer B: a rename persists whole, both directories or neither, as
 	   filesystems that journal it as one transaction do (ext4, xfs,
-	   btrfs; Layer A cuts the first two for real). Only for a protocol
+	   btrfs; Layer A cuts them for real and counts, with `names`, the
+	   cuts that broke this). Only for a protocol
 	   that depends on it, the inbox claim; the strict model, which may
 	   keep either half alone, is the default. */
 	bool rename_whole;
