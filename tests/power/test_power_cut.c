@@ -133,8 +133,8 @@ static const struct fs filesystems[] = {
 /* What CI runs on the filesystems added after ext4 and xfs: one workload
    of each module (the inbox's is the claim, the rename whose halves the
    inbox depends on), and the O_TMPFILE stage; the broken build over the
-   core ones. About 5 minutes over the six of them on 2 cores; the rest
-   runs with FSAFE_POWER_FULL=1. */
+   core ones. 170 s over the six of them on 2 cores; the rest runs with
+   FSAFE_POWER_FULL=1. */
 static const char *const ci_subset[] = {
 	"replace (one-shot: named stage)",
 	"managed writer (3 chunks, O_TMPFILE)",
