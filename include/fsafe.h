@@ -12,6 +12,26 @@
  *  - Option structs start with a `size` member so they can grow without
  *    breaking the ABI: set it to sizeof(the struct) (the *_INIT macros do),
  *    or to 0 for the first published layout.
+ *
+ * Filesystems (power cut at every system call of every workload: the table
+ * in docs/DESIGN.md):
+ *  - ext4, xfs and btrfs: every guarantee stated here holds.
+ *  - overlayfs (containers), over ext4 or xfs: the same, whether the
+ *    target starts in the lower layer (the first change copies it up) or
+ *    the upper one. O_TMPFILE, renameat2(RENAME_NOREPLACE), fsync of a
+ *    merged directory (overlayfs syncs its upper directory) and syncfs
+ *    (the upper filesystem) work as on ext4; where a kernel's overlayfs
+ *    lacks O_TMPFILE the writer stages under a name, as on any filesystem
+ *    without it. One difference: a directory of a lower layer cannot be
+ *    renamed (EXDEV, unless mounted with redirect_dir), so the inbox's
+ *    recovery leaves such a dead consumer's directory in place, empty.
+ *    An overlay mounted with "volatile" skips every sync: no durability
+ *    holds there.
+ *  - ext2 and other filesystems without a journal: a write that returned
+ *    0 survives, and a cut leaves OLD or NEW, as long as the write syncs;
+ *    FSAFE_NO_SYNC's "OLD, NEW or NEW's size with data lost" does not
+ *    hold (a cut may leave the target missing), and the inbox's claim is
+ *    not safe there (see fsafe/inbox.h).
  */
 #ifndef FSAFE_H
 #define FSAFE_H

@@ -526,6 +526,12 @@ static int retire(fsafe_inbox *ib, int cfd, const char *dir)
 	if (dir[0] == 'p') {
 		snprintf(t, sizeof(t), "x%s", dir + 1);
 		r = fsafe__renameat(ib->claimedfd, dir, ib->claimedfd, t);
+		/* overlayfs (without redirect_dir) cannot rename a directory
+		   of a lower layer: its claims are back in new/ already, so
+		   it stays, empty, with its record, and every recovery finds
+		   it dead and empty again. */
+		if (r == -EXDEV)
+			return 0;
 		if (r < 0)
 			return r == -ENOENT ? 0 : r;
 		dir = t;

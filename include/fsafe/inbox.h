@@ -36,10 +36,14 @@
  * claim not yet acknowledged may be back in new/ (redelivered).
  *
  * Filesystem: a claim is one rename from new/ into the consumer's
- * directory, so the inbox needs a filesystem that commits a rename whole
- * across a power cut (ext4, xfs, btrfs: journaled). On one that may persist
- * only the removal half (ext2, vfat) a power cut during a claim can lose
- * that message.
+ * directory, so the inbox needs a filesystem that never persists a
+ * rename's removal half alone. Measured by power cuts at every call of a
+ * claim and of an ack to done/ (docs/DESIGN.md): no cut did on ext4, xfs,
+ * btrfs, or overlayfs over ext4 or xfs, which journal a rename. On a
+ * filesystem without a journal (ext2, vfat) nothing orders the two
+ * directories' writes, and a power cut during a claim can lose that
+ * message: the cuts did not catch it on ext2 only because they come
+ * before its writeback timers run.
  *
  * Named consumers (for processes that exit between take and ack, like the
  * CLI) have no owner record: their claims outlive every process and are

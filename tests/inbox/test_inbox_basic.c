@@ -21,8 +21,10 @@
 
 #include <cmocka.h>
 
+#include "fault.h"
 #include "ibutil.h"
 #include "inbox.h"
+#include "sys.h"
 #include "testutil.h"
 
 struct fx {
@@ -291,6 +293,45 @@ static void recover_dead_only(void **state)
 	assert_int_equal(fsafe_inbox_consumer_open(f->ib, NULL, &f->c), 0);
 }
 
+/* overlayfs's answer to a rename of a directory from a lower layer. */
+static int rename_exdev(int olddirfd, const char *old, int newdirfd,
+                        const char *new_)
+{
+	(void)olddirfd, (void)old, (void)newdirfd, (void)new_;
+	errno = EXDEV;
+	return -1;
+}
+
+/* A dead consumer's directory that cannot be renamed (it came from a
+   container image's lower layer): its claims still come back, and the
+   directory stays, empty, judged dead by every later recovery. */
+static void recover_unrenamable_dir(void **state)
+{
+	struct fx *f = *state;
+	struct fsafe_inbox_recovery rep = { .size = sizeof(rep) };
+	struct fsafe_inbox_recovery rep2 = { .size = sizeof(rep2) };
+	struct fsafe_sys sys = fsafe__sys_default;
+
+	for (int i = 0; i < 2; i++)
+		put(f, "msg", NULL);
+	child_takes(f, 2, NULL);
+	sys.renameat = rename_exdev;
+	fault_set_real(&sys);
+	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
+	int r = fsafe_inbox_recover(f->ib, 0, &rep);
+	int renames = fault_calls_named("renameat");
+	int again = fsafe_inbox_recover(f->ib, 0, &rep2);
+	fault_remove();
+	fault_set_real(NULL);
+	assert_true(renames > 0); /* the rename was tried, and failed */
+	assert_int_equal(r, 0);
+	assert_int_equal(rep.returned, 2);
+	assert_int_equal(again, 0);
+	assert_int_equal(rep2.returned, 0);
+	assert_int_equal(ibu_count(f->dir, "new"), 2);
+	assert_int_equal(ibu_count(f->dir, "claimed"), 2); /* ours, its */
+}
+
 /* The claim directory (claimed/p-...) that holds a claim. */
 static void claim_dir(const struct fx *f, char *out, size_t len)
 {
@@ -454,6 +495,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(recover_dead_only, setup,
 		                                teardown),
 		cmocka_unit_test_setup_teardown(recover_judges_records, setup,
+		                                teardown),
+		cmocka_unit_test_setup_teardown(recover_unrenamable_dir, setup,
 		                                teardown),
 		cmocka_unit_test_setup_teardown(keep_done, setup, teardown),
 		cmocka_unit_test_setup_teardown(wait_times_out_and_wakes, setup,

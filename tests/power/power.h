@@ -2,9 +2,10 @@
  * The power-loss harness: workloads and their invariants, shared by the
  * two layers that judge them.
  *
- *   Layer A (cut.c)   runs a workload on a loop-mounted ext4 or xfs and cuts
- *                     power (FS_IOC_SHUTDOWN, no log flush) before table
- *                     call N, for every N.
+ *   Layer A (cut.c)   runs a workload on a loop-mounted ext4, xfs, btrfs,
+ *                     ext2 or overlayfs and cuts power (FS_IOC_SHUTDOWN,
+ *                     no log flush; or a copy of the loop image) before
+ *                     table call N, for every N.
  *   Layer B (model.c) records the workload's file-system operations once
  *                     and builds every crash state an abstract persistence
  *                     model allows.
@@ -72,10 +73,16 @@ struct pw_workload {
 	bool commit_before_cut;
 	/* Layer B: a rename persists whole, both directories or neither, as
 	   filesystems that journal it as one transaction do (ext4, xfs,
-	   btrfs; Layer A cuts the first two for real). Only for a protocol
+	   btrfs; Layer A cuts them for real and counts, with `names`, the
+	   cuts that broke this). Only for a protocol
 	   that depends on it, the inbox claim; the strict model, which may
 	   keep either half alone, is the default. */
 	bool rename_whole;
+	/* Layer A, for a rename_whole workload: the names the message has
+	   right after the cut, before any recovery. 0 means a rename kept
+	   only its removal half; the suite counts those, which is how the
+	   rename_whole assumption is measured on each filesystem. */
+	int (*names)(int root);
 	/* FSAFE__BREAK_* switches whose removal this workload must expose
 	   (at least one violation in each layer). */
 	unsigned catches;
@@ -100,6 +107,7 @@ struct pw_workload {
  * store) and adds one line to the list in suites.c.
  */
 struct pw_suite {
+	const char *module; /* for reports: "core", "inbox"... */
 	const struct pw_workload *workloads;
 	const size_t *count;
 };
@@ -108,6 +116,8 @@ extern const size_t pw_core_nworkloads;
 
 size_t pw_workload_count(void);
 const struct pw_workload *pw_workload_at(size_t i);
+/* The module of workload i (its suite's name). */
+const char *pw_workload_module(size_t i);
 
 /* Fill the OLD/NEW patterns (call once per process). */
 void pw_init(void);

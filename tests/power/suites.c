@@ -11,11 +11,11 @@ extern const struct pw_workload pw_spool_workloads[]; extern const size_t pw_spo
 extern const struct pw_workload pw_inbox_workloads[]; extern const size_t pw_inbox_nworkloads; /* inbox */
 
 static const struct pw_suite suites[] = {
-	{ pw_core_workloads, &pw_core_nworkloads },
-	{ pw_inbox_workloads, &pw_inbox_nworkloads },
-	{ pw_spool_workloads, &pw_spool_nworkloads },
-	{ pw_checkpoint_workloads, &pw_checkpoint_nworkloads },
-	{ pw_store_workloads, &pw_store_nworkloads },
+	{ "core", pw_core_workloads, &pw_core_nworkloads },
+	{ "inbox", pw_inbox_workloads, &pw_inbox_nworkloads },
+	{ "spool", pw_spool_workloads, &pw_spool_nworkloads },
+	{ "checkpoint", pw_checkpoint_workloads, &pw_checkpoint_nworkloads },
+	{ "store", pw_store_workloads, &pw_store_nworkloads },
 };
 
 size_t pw_workload_count(void)
@@ -27,12 +27,26 @@ size_t pw_workload_count(void)
 	return n;
 }
 
-const struct pw_workload *pw_workload_at(size_t i)
+static const struct pw_suite *suite_of(size_t *i)
 {
 	for (size_t s = 0; s < sizeof(suites) / sizeof(suites[0]); s++) {
-		if (i < *suites[s].count)
-			return &suites[s].workloads[i];
-		i -= *suites[s].count;
+		if (*i < *suites[s].count)
+			return &suites[s];
+		*i -= *suites[s].count;
 	}
 	return NULL;
+}
+
+const char *pw_workload_module(size_t i)
+{
+	const struct pw_suite *s = suite_of(&i);
+
+	return s ? s->module : NULL;
+}
+
+const struct pw_workload *pw_workload_at(size_t i)
+{
+	const struct pw_suite *s = suite_of(&i);
+
+	return s ? &s->workloads[i] : NULL;
 }

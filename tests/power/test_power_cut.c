@@ -1,7 +1,7 @@
 /*
  * Layer A: real power cuts.
  *
- * usage: test_power_cut ext4|ext4-noauto|xfs
+ * usage: test_power_cut <filesystem>   (see `filesystems` below)
  *
  * A small image of the filesystem is made once and loop-mounted in a
  * private mount namespace (so no mount outlives this process, whatever
@@ -23,9 +23,24 @@
  * Then the same over the test build's broken variants (no directory sync,
  * no data sync, no O_EXCL), which must each produce a violation.
  *
+ * Two filesystems cannot be shut down that way: this kernel's btrfs
+ * refuses FS_IOC_SHUTDOWN (ENOTTY) and ext2 has none. They are cut by
+ * copying the loop device's backing image instead (copy_image below), and
+ * the copy becomes the filesystem that is mounted and judged. overlayfs
+ * (the filesystem of containers) runs the workloads in the merged
+ * directory over lower and upper directories on one ext4 or xfs image,
+ * with the case starting in the lower layer (so the first change is a
+ * copy-up) or in the upper one; the cut shuts the upper filesystem down.
+ *
  * Root and loop devices are needed; without them every test says SKIP and
  * why (FSAFE_POWER_REQUIRED=1 makes that a failure, for CI).
- * FSAFE_POWER_REPEATS overrides the repetitions (default 3).
+ * FSAFE_POWER_REPEATS overrides the repetitions (default 3). On the
+ * filesystems added after ext4 and xfs, only a fixed subset of the
+ * workloads runs by default (ci_subset, to keep CI's time); FSAFE_POWER_FULL=1
+ * runs all of them. Each workload's result is also printed as a line
+ * "power-table|fs|ok or the break|module|workload|cut points|repeats|
+ * violations|lost renames|seconds", which tests/power/table.sh turns into
+ * the table of docs/DESIGN.md.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -62,12 +77,27 @@
 #define FS_GOING_DOWN_NOLOGFLUSH 0x2
 #endif
 
+enum cut { CUT_SHUTDOWN, CUT_COPY };
+enum layer { NO_OVERLAY, OVL_LOWER, OVL_UPPER };
+
 struct fs {
 	const char *name;
 	const char *type;
 	const char *mkfs;     /* command; the image path is appended */
-	unsigned mib;         /* image size: xfsprogs 6 refuses < 300 MiB */
+	unsigned mib;         /* image size: xfsprogs 6 refuses < 300 MiB,
+	                         btrfs-progs 6 < 110 MiB */
 	const char *options;  /* mount data */
+	enum cut cut;
+	/* Run on the image before each mount after a cut: the boot-time
+	   check of a filesystem without a journal. */
+	const char *fsck;
+	/* Under overlayfs, with the case in this layer at the start. */
+	enum layer overlay;
+	/* Workloads whose violations are recorded, not failed: the limits
+	   the documentation states for this filesystem from these results.
+	   Any other violation fails, as on ext4. */
+	const char *const *limits;
+	const char *package; /* that provides mkfs */
 };
 
 /*
@@ -75,11 +105,65 @@ struct fs {
  * auto_da_alloc, the heuristic that starts writeback of a file renamed over
  * another and so can hide a missing data sync in the replace workloads.
  */
-static const struct fs filesystems[] = {
-	{ "ext4", "ext4", "mkfs.ext4 -q -F", 64, "" },
-	{ "ext4-noauto", "ext4", "mkfs.ext4 -q -F", 64, "noauto_da_alloc" },
-	{ "xfs", "xfs", "mkfs.xfs -q -f", 300, "" },
+/* Without a journal a directory block can reach the disk before the new
+   inode it names; e2fsck then drops the name (fsafe.h, FSAFE_NO_SYNC). */
+static const char *const ext2_limits[] = {
+	"replace, FSAFE_NO_SYNC (atomic only)", NULL,
 };
+
+static const struct fs filesystems[] = {
+	{ "ext4", "ext4", "mkfs.ext4 -q -F", 64, "", .package = "e2fsprogs" },
+	{ "ext4-noauto", "ext4", "mkfs.ext4 -q -F", 64, "noauto_da_alloc",
+	  .package = "e2fsprogs" },
+	{ "xfs", "xfs", "mkfs.xfs -q -f", 300, "", .package = "xfsprogs" },
+	{ "btrfs", "btrfs", "mkfs.btrfs -q -f", 128, "", .cut = CUT_COPY,
+	  .package = "btrfs-progs" },
+	{ "ext2", "ext2", "mkfs.ext2 -q -F", 64, "", .cut = CUT_COPY,
+	  .fsck = "e2fsck -fy", .limits = ext2_limits, .package = "e2fsprogs" },
+	{ "overlay-ext4-lower", "ext4", "mkfs.ext4 -q -F", 64, "",
+	  .overlay = OVL_LOWER, .package = "e2fsprogs" },
+	{ "overlay-ext4-upper", "ext4", "mkfs.ext4 -q -F", 64, "",
+	  .overlay = OVL_UPPER, .package = "e2fsprogs" },
+	{ "overlay-xfs-lower", "xfs", "mkfs.xfs -q -f", 300, "",
+	  .overlay = OVL_LOWER, .package = "xfsprogs" },
+	{ "overlay-xfs-upper", "xfs", "mkfs.xfs -q -f", 300, "",
+	  .overlay = OVL_UPPER, .package = "xfsprogs" },
+};
+
+/* What CI runs on the filesystems added after ext4 and xfs: one workload
+   of each module (the inbox's is the claim, the rename whose halves the
+   inbox depends on), and the O_TMPFILE stage; the broken build over the
+   core ones. 170 s over the six of them on 2 cores; the rest runs with
+   FSAFE_POWER_FULL=1. */
+static const char *const ci_subset[] = {
+	"replace (one-shot: named stage)",
+	"managed writer (3 chunks, O_TMPFILE)",
+	"inbox claim (take)",
+	"spool: create, append two batches",
+	"checkpoint: save 3 files over a set",
+	"store put (replace)",
+	NULL,
+};
+
+/* ext4 and xfs run everything; the others the subset unless asked. */
+static bool runs_in_full(const struct fs *fs)
+{
+	return (fs->cut == CUT_SHUTDOWN && fs->overlay == NO_OVERLAY) ||
+	       getenv("FSAFE_POWER_FULL");
+}
+
+static bool in_subset(const char *name)
+{
+	for (const char *const *s = ci_subset; *s; s++)
+		if (strcmp(*s, name) == 0)
+			return true;
+	return false;
+}
+
+static bool selected(const struct fs *fs, const struct pw_workload *w)
+{
+	return runs_in_full(fs) || in_subset(w->name);
+}
 
 static struct {
 	const struct fs *fs;
@@ -87,8 +171,11 @@ static struct {
 	char why[256];       /* reason to skip */
 	char tmp[64];        /* our temp directory */
 	char img[96], mnt[96], dev[32];
+	char copy[96];       /* CUT_COPY: the image as the cut left it */
+	char merged[96];     /* overlay: the merged directory */
+	const char *top;     /* where "case" lives: mnt, or merged */
 	int loopfd;
-	bool mounted;
+	bool mounted, ovl_mounted;
 	int repeats;
 } env = { .loopfd = -1 };
 
@@ -165,24 +252,53 @@ out:
 	return fd;
 }
 
+static bool ovl_mount(void)
+{
+	char data[400];
+
+	if (env.fs->overlay == NO_OVERLAY || env.ovl_mounted)
+		return true;
+	snprintf(data, sizeof(data), "lowerdir=%s/lower,upperdir=%s/upper,"
+	         "workdir=%s/work", env.mnt, env.mnt, env.mnt);
+	if (mount("overlay", env.merged, "overlay", 0, data) < 0)
+		return false;
+	env.ovl_mounted = true;
+	return true;
+}
+
+static void umount_at(const char *dir, bool *mounted)
+{
+	if (!*mounted)
+		return;
+	if (umount2(dir, 0) < 0) {
+		fprintf(stderr, "power: umount %s: %s; detaching lazily\n",
+		        dir, strerror(errno));
+		umount2(dir, MNT_DETACH);
+	}
+	*mounted = false;
+}
+
 static bool do_mount(void)
 {
 	if (mount(env.dev, env.mnt, env.fs->type, 0, env.fs->options) < 0)
 		return false;
 	env.mounted = true;
-	return true;
+	if (env.fs->overlay != NO_OVERLAY) {
+		static const char *const dirs[] = { "lower", "upper", "work" };
+		char p[128];
+		for (int i = 0; i < 3; i++) {
+			snprintf(p, sizeof(p), "%s/%s", env.mnt, dirs[i]);
+			if (mkdir(p, 0755) < 0 && errno != EEXIST)
+				return false;
+		}
+	}
+	return ovl_mount();
 }
 
 static void do_umount(void)
 {
-	if (!env.mounted)
-		return;
-	if (umount2(env.mnt, 0) < 0) {
-		fprintf(stderr, "power: umount %s: %s; detaching lazily\n",
-		        env.mnt, strerror(errno));
-		umount2(env.mnt, MNT_DETACH);
-	}
-	env.mounted = false;
+	umount_at(env.merged, &env.ovl_mounted);
+	umount_at(env.mnt, &env.mounted);
 }
 
 static bool fs_up(const struct fs *fs)
@@ -204,8 +320,12 @@ static bool fs_up(const struct fs *fs)
 	if (!mkdtemp(env.tmp))
 		return skip_because("mkdtemp: %s", strerror(errno));
 	snprintf(env.img, sizeof(env.img), "%s/image", env.tmp);
+	snprintf(env.copy, sizeof(env.copy), "%s/image.cut", env.tmp);
 	snprintf(env.mnt, sizeof(env.mnt), "%s/mnt", env.tmp);
-	if (mkdir(env.mnt, 0755) < 0)
+	snprintf(env.merged, sizeof(env.merged), "%s/merged", env.tmp);
+	env.top = fs->overlay == NO_OVERLAY ? env.mnt : env.merged;
+	if (mkdir(env.mnt, 0755) < 0 ||
+	    (fs->overlay != NO_OVERLAY && mkdir(env.merged, 0755) < 0))
 		return skip_because("mkdir: %s", strerror(errno));
 
 	int fd = open(env.img, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -216,14 +336,14 @@ static bool fs_up(const struct fs *fs)
 	int rc = system(cmd);
 	if (rc != 0)
 		return skip_because("'%s' failed (status %d): is %s installed?",
-		                    cmd, rc,
-		                    strcmp(fs->type, "xfs") ? "e2fsprogs"
-		                                            : "xfsprogs");
+		                    cmd, rc, fs->package);
 	if ((env.loopfd = loop_attach()) < 0)
 		return skip_because("no loop device: %s", strerror(errno));
 	if (!do_mount())
-		return skip_because("mount %s (%s) on %s: %s", env.dev,
-		                    fs->type, env.mnt, strerror(errno));
+		return skip_because("mount %s (%s%s) on %s: %s", env.dev,
+		                    fs->type,
+		                    fs->overlay ? ", then overlay" : "",
+		                    env.mnt, strerror(errno));
 	return true;
 }
 
@@ -235,10 +355,104 @@ static void fs_down(void)
 	env.loopfd = -1;
 	if (env.img[0])
 		unlink(env.img);
+	if (env.copy[0])
+		unlink(env.copy);
+	if (env.merged[0])
+		rmdir(env.merged);
 	if (env.mnt[0])
 		rmdir(env.mnt);
 	if (env.tmp[0])
 		rmdir(env.tmp);
+}
+
+/* ---- the cut by copy ------------------------------------------------------ */
+
+/*
+ * The loop driver writes what the filesystem submits into the backing
+ * file's page cache, so a read of the backing file sees exactly what has
+ * reached the "device"; what the filesystem still holds in its own memory
+ * (dirty pages, an open transaction) is not there. A copy of the image is
+ * therefore the disk as a power cut at that moment would leave it, with a
+ * device that has no volatile cache of its own (a stricter cut, one that
+ * also drops acknowledged cache flushes, needs device-mapper).
+ *
+ * The copy is made while the workload's process is stopped (SIGSTOP from
+ * the hook, before call N) and only then is it killed: killing first would
+ * let its exit close its files, and closing can start writeback (btrfs
+ * flushes a file truncated and rewritten when it is closed), which no power
+ * cut does. Kernel threads run on during the copy; only data extents are
+ * copied (a few MiB), so it takes milliseconds, well inside the 30 s of
+ * the commit and writeback timers.
+ */
+static int copy_image(const char *from, const char *to)
+{
+	int in = open(from, O_RDONLY | O_CLOEXEC);
+	int out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	struct stat st;
+	int err = 0;
+
+	if (in < 0 || out < 0 || fstat(in, &st) < 0 ||
+	    ftruncate(out, st.st_size) < 0)
+		err = errno;
+	for (off_t at = 0; !err && at < st.st_size;) {
+		off_t data = lseek(in, at, SEEK_DATA);
+		if (data < 0) {
+			err = errno == ENXIO ? 0 : errno; /* a hole to the end */
+			break;
+		}
+		off_t hole = lseek(in, data, SEEK_HOLE);
+		if (hole < 0) {
+			err = errno;
+			break;
+		}
+		for (off_t o = data; !err && o < hole;) {
+			off_t src = o, dst = o;
+			ssize_t n = copy_file_range(in, &src, out, &dst,
+			                            (size_t)(hole - o), 0);
+			if (n > 0)
+				o += n;
+			else
+				err = n == 0 ? EIO : errno;
+		}
+		at = hole;
+	}
+	if (in >= 0)
+		close(in);
+	if (out >= 0 && close(out) < 0 && !err)
+		err = errno;
+	return -err;
+}
+
+/* Power on after the cut: the copy is the disk from now on. */
+static bool power_on_copy(void)
+{
+	char cmd[256];
+
+	do_umount();
+	close(env.loopfd); /* autoclear: the original device goes */
+	env.loopfd = -1;
+	if (rename(env.copy, env.img) < 0)
+		fail_msg("rename %s: %s", env.copy, strerror(errno));
+	if (env.fs->fsck) {
+		snprintf(cmd, sizeof(cmd), "%s %s >/dev/null 2>&1",
+		         env.fs->fsck, env.img);
+		int rc = system(cmd);
+		/* e2fsck: 1 and 2 are "errors corrected" (1 after every
+		   cut: the image was not cleanly unmounted). */
+		if (!WIFEXITED(rc) || WEXITSTATUS(rc) > 2)
+			fail_msg("'%s' left errors (status %#x)", cmd, rc);
+	}
+	if ((env.loopfd = loop_attach()) < 0)
+		fail_msg("loop device for the copy: %s", strerror(errno));
+	return do_mount();
+}
+
+static bool power_on(void)
+{
+	if (env.fs->cut == CUT_COPY)
+		return power_on_copy();
+	do_umount(); /* after a shutdown: journal recovery at the next mount */
+	return do_mount();
 }
 
 static int group_setup(void **state)
@@ -276,32 +490,88 @@ static void cut_power(int call, const char *name)
 	(void)call, (void)name;
 	if (casefd >= 0 && fsync(casefd) < 0)
 		sh->shutdown_errno = errno;
-	if (ioctl(mountfd, FS_IOC_SHUTDOWN, &how) < 0)
+	if (env.fs->cut == CUT_COPY) {
+		/* Every thread stops here; the parent copies the image, then
+		   kills us (see copy_image). */
+		raise(SIGSTOP);
+	} else if (ioctl(mountfd, FS_IOC_SHUTDOWN, &how) < 0) {
 		sh->shutdown_errno = errno ? errno : EIO;
+	}
 	raise(SIGKILL);
+}
+
+static int open_at_top(const char *name)
+{
+	int fd = open(env.top, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int c = fd < 0 ? -1
+	               : openat(fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd >= 0)
+		close(fd);
+	return c;
 }
 
 static int open_case(void)
 {
-	int fd = open(env.mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	int c = openat(fd, "case", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int c = open_at_top("case");
 
-	if (fd < 0 || c < 0)
-		fail_msg("open %s/case: %s", env.mnt, strerror(errno));
-	close(fd);
+	if (c < 0)
+		fail_msg("open %s/case: %s", env.top, strerror(errno));
 	return c;
+}
+
+static void fresh_dir(int at, const char *name)
+{
+	pw_rmtree_at(at, name);
+	if (mkdirat(at, name, 0755) < 0)
+		fail_msg("mkdir %s: %s", name, strerror(errno));
+}
+
+/*
+ * Under overlayfs the layers are rebuilt with the overlay unmounted (a
+ * lower layer must not change under a mount). A lower case is made there;
+ * an upper one through the merged directory, which puts it in upper/.
+ */
+static void prepare_overlay(const struct pw_workload *w)
+{
+	umount_at(env.merged, &env.ovl_mounted);
+	int m = open(env.mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int lower = openat(m, "lower", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int upper = openat(m, "upper", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (m < 0 || lower < 0 || upper < 0)
+		fail_msg("open %s layers: %s", env.mnt, strerror(errno));
+	pw_rmtree_at(lower, "case");
+	pw_rmtree_at(upper, "case");
+	fresh_dir(m, "work");
+	if (env.fs->overlay == OVL_LOWER) {
+		fresh_dir(lower, "case");
+		int c = openat(lower, "case", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (w->setup_old)
+			w->setup_old(c);
+		close(c);
+	}
+	if (syncfs(m) < 0)
+		fail_msg("syncfs: %s", strerror(errno));
+	close(lower);
+	close(upper);
+	close(m);
+	if (!ovl_mount())
+		fail_msg("mount overlay on %s: %s", env.merged, strerror(errno));
 }
 
 /* The OLD state, durable (the cut must not take it away). */
 static void prepare(const struct pw_workload *w)
 {
-	int m = open(env.mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (env.fs->overlay != NO_OVERLAY)
+		prepare_overlay(w);
+	if (env.fs->overlay == OVL_LOWER)
+		return;
+	int m = open(env.top, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
 	if (m < 0)
-		fail_msg("open %s: %s", env.mnt, strerror(errno));
-	pw_rmtree_at(m, "case");
-	if (mkdirat(m, "case", 0755) < 0)
-		fail_msg("mkdir case: %s", strerror(errno));
+		fail_msg("open %s: %s", env.top, strerror(errno));
+	fresh_dir(m, "case");
 	close(m);
 	int c = open_case();
 	if (w->setup_old)
@@ -322,8 +592,9 @@ static int run_child(const struct pw_workload *w, int at)
 		fail_msg("fork: %s", strerror(errno));
 	if (pid == 0) {
 		struct stat st;
+		/* The filesystem to shut down: under overlayfs, the upper. */
 		mountfd = open(env.mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		int root = openat(mountfd, "case", O_RDONLY | O_DIRECTORY);
+		int root = open_at_top("case");
 		if (mountfd < 0 || root < 0)
 			_exit(2);
 		if (w->commit_before_cut)
@@ -343,15 +614,50 @@ static int run_child(const struct pw_workload *w, int at)
 			sh->name[i] = fault_call_name(i);
 		_exit(0);
 	}
-	if (waitpid(pid, &status, 0) != pid)
+	if (waitpid(pid, &status, WUNTRACED) != pid)
 		fail_msg("waitpid: %s", strerror(errno));
+	if (WIFSTOPPED(status)) {
+		int r = copy_image(env.img, env.copy);
+		kill(pid, SIGKILL);
+		if (waitpid(pid, &status, 0) != pid)
+			fail_msg("waitpid: %s", strerror(errno));
+		if (r < 0)
+			fail_msg("copy of the image at the cut: %s",
+			         strerror(-r));
+	}
 	return status;
+}
+
+static const struct {
+	unsigned bit;
+	const char *name;
+} breaks[] = {
+	{ FSAFE__BREAK_DIR_SYNC, "no directory sync" },
+	{ FSAFE__BREAK_DATA_SYNC, "no data sync" },
+	{ FSAFE__BREAK_EXCL, "no O_EXCL" },
+};
+
+static const char *break_name(unsigned bit)
+{
+	for (size_t i = 0; i < sizeof(breaks) / sizeof(breaks[0]); i++)
+		if (breaks[i].bit == bit)
+			return breaks[i].name;
+	return bit ? "?" : "ok";
 }
 
 struct tally {
 	int cuts, violations;
+	int lost;        /* cuts that left a renamed message no name */
 	char first[3][600];
 };
+
+static const char *module_of(const struct pw_workload *w)
+{
+	for (size_t i = 0; i < pw_workload_count(); i++)
+		if (pw_workload_at(i) == w)
+			return pw_workload_module(i);
+	return "?";
+}
 
 /* Every cut point of one workload, `repeats` times each. */
 static void cut_every_call(const struct pw_workload *w, int repeats,
@@ -391,11 +697,12 @@ static void cut_every_call(const struct pw_workload *w, int repeats,
 				fail_msg("FS_IOC_SHUTDOWN on %s: %s",
 				         env.fs->name,
 				         strerror(sh->shutdown_errno));
-			do_umount();
-			if (!do_mount())
-				fail_msg("remount after the cut: %s",
+			if (!power_on())
+				fail_msg("mount after the cut: %s",
 				         strerror(errno));
 			c = open_case();
+			if (w->names && w->names(c) == 0)
+				t->lost++;
 			bad = pw_judge(w, c, &sh->prog, why, sizeof(why));
 			close(c);
 			t->cuts++;
@@ -418,6 +725,15 @@ static void cut_every_call(const struct pw_workload *w, int repeats,
 	              t->violations, now_s() - t0);
 	for (int i = 0; i < t->violations && i < 3; i++)
 		print_message("    %s\n", t->first[i]);
+	/* For tests/power/table.sh; "-": the workload has no rename to
+	   measure. */
+	char lost[16] = "-";
+	if (w->names)
+		snprintf(lost, sizeof(lost), "%d", t->lost);
+	print_message("power-table|%s|%s|%s|%s|%d|%d|%d|%s|%.1f\n",
+	              env.fs->name, break_name(fsafe__test_break),
+	              module_of(w), w->name, calls, repeats, t->violations,
+	              lost, now_s() - t0);
 }
 
 /* ---- tests --------------------------------------------------------------- */
@@ -433,8 +749,18 @@ static void require_fs(void)
 	/* An earlier test may have failed anywhere in a cut: start from a
 	   fresh mount. */
 	do_umount();
+	if (env.loopfd < 0 && (env.loopfd = loop_attach()) < 0)
+		fail_msg("loop device: %s", strerror(errno));
 	if (!do_mount())
 		fail_msg("mount %s: %s", env.dev, strerror(errno));
+}
+
+static bool is_limit(const struct fs *fs, const struct pw_workload *w)
+{
+	for (const char *const *l = fs->limits; l && *l; l++)
+		if (strcmp(*l, w->name) == 0)
+			return true;
+	return false;
 }
 
 static void cut_workload(void **state)
@@ -445,20 +771,15 @@ static void cut_workload(void **state)
 	require_fs();
 	fsafe__test_break = 0;
 	cut_every_call(w, env.repeats, &t);
-	if (t.violations)
+	if (t.violations && is_limit(env.fs, w))
+		print_message("RECORDED (not a failure on %s, whose limits "
+		              "docs/DESIGN.md states): %d of %d cuts\n",
+		              env.fs->name, t.violations, t.cuts);
+	else if (t.violations)
 		fail_msg("%s on %s: %d of %d power cuts broke an invariant; "
 		         "first: %s", w->name, env.fs->name, t.violations,
 		         t.cuts, t.first[0]);
 }
-
-static const struct {
-	unsigned bit;
-	const char *name;
-} breaks[] = {
-	{ FSAFE__BREAK_DIR_SYNC, "no directory sync" },
-	{ FSAFE__BREAK_DATA_SYNC, "no data sync" },
-	{ FSAFE__BREAK_EXCL, "no O_EXCL" },
-};
 
 /* A harness that cannot see a missing safety step is itself broken. */
 static void cut_broken(void **state)
@@ -471,7 +792,9 @@ static void cut_broken(void **state)
 	fsafe__test_break = *bit;
 	for (size_t i = 0; i < pw_workload_count(); i++) {
 		const struct pw_workload *w = pw_workload_at(i);
-		if (!(w->catches & *bit))
+		/* In CI's subset, the writer's own workloads show it. */
+		if (!(w->catches & *bit) || !selected(env.fs, w) ||
+		    (!runs_in_full(env.fs) && strcmp(module_of(w), "core")))
 			continue;
 		cut_every_call(w, env.repeats, &t);
 		total += t.violations;
@@ -479,14 +802,26 @@ static void cut_broken(void **state)
 	}
 	fsafe__test_break = 0;
 	print_message("[ %-11s broken: %-30s ] %d violations in %d cuts\n",
-	              env.fs->name,
-	              *bit == FSAFE__BREAK_DIR_SYNC ? breaks[0].name
-	              : *bit == FSAFE__BREAK_DATA_SYNC ? breaks[1].name
-	                                               : breaks[2].name,
-	              total, cuts);
+	              env.fs->name, break_name(*bit), total, cuts);
 	if (total == 0)
 		fail_msg("power cuts on %s found no violation with a safety "
 		         "step removed: the harness cannot fail", env.fs->name);
+}
+
+/* Lists of workload names must not rot as workloads are renamed. */
+static bool names_exist(const char *const *list)
+{
+	for (const char *const *s = list; *s; s++) {
+		size_t i = 0;
+		while (i < pw_workload_count() &&
+		       strcmp(pw_workload_at(i)->name, *s) != 0)
+			i++;
+		if (i == pw_workload_count()) {
+			fprintf(stderr, "no workload is named \"%s\"\n", *s);
+			return false;
+		}
+	}
+	return true;
 }
 
 int main(int argc, char **argv)
@@ -497,21 +832,35 @@ int main(int argc, char **argv)
 	static unsigned bits[3];
 	size_t n = 0;
 
-	for (size_t i = 0; i < sizeof(filesystems) / sizeof(filesystems[0]); i++)
+	size_t nfs = sizeof(filesystems) / sizeof(filesystems[0]);
+
+	for (size_t i = 0; i < nfs; i++)
 		if (argc > 1 && strcmp(argv[1], filesystems[i].name) == 0)
 			env.fs = &filesystems[i];
 	if (!env.fs) {
-		fprintf(stderr, "usage: %s ext4|ext4-noauto|xfs\n", argv[0]);
+		fprintf(stderr, "usage: %s FILESYSTEM, one of:", argv[0]);
+		for (size_t i = 0; i < nfs; i++)
+			fprintf(stderr, " %s", filesystems[i].name);
+		fprintf(stderr, "\n");
 		return 2;
 	}
-	for (size_t i = 0; i < pw_workload_count() && n < MAX; i++, n++) {
+	if (!names_exist(ci_subset) || !names_exist(ext2_limits))
+		return 2;
+	for (size_t i = 0; i < pw_workload_count() && n < MAX; i++) {
+		if (!selected(env.fs, pw_workload_at(i)))
+			continue;
 		snprintf(names[n], sizeof(names[n]), "cut %s: %s",
 		         env.fs->name, pw_workload_at(i)->name);
 		tests[n] = (struct CMUnitTest){
 			.name = names[n], .test_func = cut_workload,
 			.initial_state = (void *)pw_workload_at(i) };
+		n++;
 	}
-	for (size_t i = 0; i < 3 && n < MAX; i++, n++) {
+	/* On the later filesystems the point is the directory sync, which
+	   is what they were suspected of handling differently. */
+	size_t nbreaks = env.fs->cut == CUT_SHUTDOWN && !env.fs->overlay ? 3
+	                                                                  : 1;
+	for (size_t i = 0; i < nbreaks && n < MAX; i++, n++) {
 		bits[i] = breaks[i].bit;
 		snprintf(names[n], sizeof(names[n]), "cut %s, broken: %s",
 		         env.fs->name, breaks[i].name);
