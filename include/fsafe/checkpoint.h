@@ -85,8 +85,9 @@ struct fsafe_checkpoint_opts {
  * lock (one writer process at a time; waits unless NO_WAIT), detects an
  * unclean shutdown (OPEN left behind: a "recovered" event), removes
  * partial generations, generations beyond `keep` and abandoned staging
- * files. Returns 0, -EWOULDBLOCK, -EBADMSG (CURRENT is malformed), or
- * another negative errno.
+ * files (none while CURRENT is missing or damaged: then the problem is
+ * kept for fsafe_checkpoint_current_error() and the open succeeds).
+ * Returns 0, -EWOULDBLOCK, or another negative errno.
  */
 FSAFE_API int fsafe_checkpoint_open(int dirfd, const char *path,
                                     const struct fsafe_checkpoint_opts *opts,
