@@ -129,6 +129,36 @@ static const char *check_private(int root, const struct pw_progress *p,
 	return bad ? bad : pw_expect_mode(root, "target", 0600, buf, len);
 }
 
+/*
+ * The same with a mode the umask would change: OLD is 0666 and the stage,
+ * created under umask 022, comes out 0644, so the writer must fchmod it
+ * and then fsync (an fdatasync need not make the chmod durable). The
+ * private-mode case above never takes that path: its stage is created
+ * with the target's mode already.
+ */
+static void old_shared(int root)
+{
+	old_target(root);
+	if (fchmodat(root, "target", 0666, 0) < 0)
+		abort();
+}
+
+static void run_under_umask(int root, struct pw_progress *p)
+{
+	mode_t old = umask(022);
+
+	write_with(root, p, 0);
+	umask(old);
+}
+
+static const char *check_shared(int root, const struct pw_progress *p,
+                                char *buf, size_t len)
+{
+	const char *bad = check_replace(root, p, buf, len);
+
+	return bad ? bad : pw_expect_mode(root, "target", 0666, buf, len);
+}
+
 /* A create-only write onto an existing target must leave it alone. */
 static const char *check_untouched(int root, const struct pw_progress *p,
                                    char *buf, size_t len)
@@ -515,6 +545,9 @@ const struct pw_workload pw_core_workloads[] = {
 	{ .name = "replace keeps a private mode (0600)", .dirs = here,
 	  .known = target_only, .setup_old = old_private, .run = run_plain,
 	  .check = check_private },
+	{ .name = "replace keeps a mode the umask would change (0666)",
+	  .dirs = here, .known = target_only, .setup_old = old_shared,
+	  .run = run_under_umask, .check = check_shared },
 	{ .name = "replace 160 KiB (space allocated first)", .dirs = here,
 	  .known = target_only, .catches = PUBLISHES, .setup_old = old_big,
 	  .run = run_big, .check = check_big },
