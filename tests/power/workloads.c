@@ -110,9 +110,9 @@ static const char *check_replace(int root, const struct pw_progress *p,
 
 /*
  * An existing target keeps its mode: a private OLD (0600) must not come
- * back as NEW with the stage's creation mode (0666 & ~umask) after a cut.
- * The writer fchmods the stage; the model asks whether a sync makes that
- * durable.
+ * back as NEW with another mode after a cut. The stage is created with
+ * the target's mode (0600 is inside any umask), so no fchmod is needed:
+ * the next workload is the one that takes the fchmod path.
  */
 static void old_private(int root)
 {
