@@ -53,6 +53,19 @@ static ssize_t random_known(void *buf, size_t len, unsigned flags)
 	return (ssize_t)len;
 }
 
+/* fsync fails with EIO on one directory (by inode) only. */
+static ino_t failing_dir;
+static int fsync_one_dir_fails(int fd)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) == 0 && st.st_ino == failing_dir) {
+		errno = EIO;
+		return -1;
+	}
+	return fsafe__sys_default.fsync(fd);
+}
+
 static int write_under(const struct fsafe_sys *t, const char *dir,
                        const char *name, const char *text, unsigned flags)
 {
@@ -118,6 +131,21 @@ static void a_taken_staging_name_is_not_reused(void **state)
 	assert_true(tu_equals(f->dir, taken, "another writer's", 16));
 }
 
+/* A directory made for the target is synced into its parent: when that
+   sync fails, the write says so (the target's own directory syncs fine). */
+static void mkdir_parent_sync_failure_is_reported(void **state)
+{
+	struct tu_fx *f = *state;
+	struct fsafe_sys t = fsafe__sys_default;
+	struct stat st;
+
+	assert_int_equal(fstat(f->dirfd, &st), 0);
+	failing_dir = st.st_ino;
+	t.fsync = fsync_one_dir_fails;
+	int r = write_under(&t, f->dir, "a/b/f", "x", FSAFE_MKDIR);
+	assert_true(r < 0 || r == FSAFE_ENOTDURABLE);
+}
+
 static void open_regular_checks_the_type(void **state)
 {
 	struct tu_fx *f = *state;
@@ -169,6 +197,9 @@ int main(void)
 		                                tu_fx_setup, tu_fx_teardown),
 		cmocka_unit_test_setup_teardown(a_taken_staging_name_is_not_reused,
 		                                tu_fx_setup, tu_fx_teardown),
+		cmocka_unit_test_setup_teardown(
+			mkdir_parent_sync_failure_is_reported, tu_fx_setup,
+			tu_fx_teardown),
 		cmocka_unit_test_setup_teardown(open_regular_checks_the_type,
 		                                tu_fx_setup, tu_fx_teardown),
 		cmocka_unit_test_setup_teardown(open_subdir_never_follows,
