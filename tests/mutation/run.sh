@@ -53,7 +53,7 @@ start=$(date +%s)
 
 git clone -q --no-checkout "$repo" "$src" && git -C "$src" checkout -q "$commit" || exit 2
 printf 'mutation pass on %s (%s)\n' "$(git -C "$src" log -1 --format='%h %s')" \
-	"$($sample && echo sample || echo full)"
+	"$($sample && echo sample || echo full)${only:+, only $only}"
 if ! { cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
        cmake --build "$build" -j "$jobs"; } >"$work/base.log" 2>&1; then
 	tail -20 "$work/base.log"
