@@ -74,3 +74,6 @@ if [ -f tests/fuzz/CMakeLists.txt ]; then
 	cmake --build "$out/fuzz" -j "$jobs"
 	ctest --test-dir "$out/fuzz" --output-on-failure -L fuzz
 fi
+
+step "mutation sample (tests/mutation: the full pass runs on demand)"
+tests/mutation/run.sh --sample

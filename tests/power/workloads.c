@@ -111,9 +111,9 @@ static const char *check_replace(int root, const struct pw_progress *p,
 
 /*
  * An existing target keeps its mode: a private OLD (0600) must not come
- * back as NEW with the stage's creation mode (0666 & ~umask) after a cut.
- * The writer fchmods the stage; the model asks whether a sync makes that
- * durable.
+ * back as NEW with another mode after a cut. The stage is created with
+ * the target's mode (0600 is inside any umask), so no fchmod is needed:
+ * the next workload is the one that takes the fchmod path.
  */
 static void old_private(int root)
 {
@@ -128,6 +128,36 @@ static const char *check_private(int root, const struct pw_progress *p,
 	const char *bad = check_replace(root, p, buf, len);
 
 	return bad ? bad : pw_expect_mode(root, "target", 0600, buf, len);
+}
+
+/*
+ * The same with a mode the umask would change: OLD is 0666 and the stage,
+ * created under umask 022, comes out 0644, so the writer must fchmod it
+ * and then fsync (an fdatasync need not make the chmod durable). The
+ * private-mode case above never takes that path: its stage is created
+ * with the target's mode already.
+ */
+static void old_shared(int root)
+{
+	old_target(root);
+	if (fchmodat(root, "target", 0666, 0) < 0)
+		abort();
+}
+
+static void run_under_umask(int root, struct pw_progress *p)
+{
+	mode_t old = umask(022);
+
+	write_with(root, p, 0);
+	umask(old);
+}
+
+static const char *check_shared(int root, const struct pw_progress *p,
+                                char *buf, size_t len)
+{
+	const char *bad = check_replace(root, p, buf, len);
+
+	return bad ? bad : pw_expect_mode(root, "target", 0666, buf, len);
 }
 
 /* A create-only write onto an existing target must leave it alone. */
@@ -557,6 +587,9 @@ const struct pw_workload pw_core_workloads[] = {
 	{ .name = "replace keeps a private mode (0600)", .dirs = here,
 	  .known = target_only, .setup_old = old_private, .run = run_plain,
 	  .check = check_private },
+	{ .name = "replace keeps a mode the umask would change (0666)",
+	  .dirs = here, .known = target_only, .setup_old = old_shared,
+	  .run = run_under_umask, .check = check_shared },
 	{ .name = "replace 160 KiB (space allocated first)", .dirs = here,
 	  .known = target_only, .catches = PUBLISHES, .setup_old = old_big,
 	  .run = run_big, .check = check_big },
