@@ -109,8 +109,9 @@ extern volatile unsigned fsafe__test_break;
 /* Conventions over the table: 0 / non-negative or a negative errno. */
 int fsafe__openat(int dirfd, const char *path, int flags, mode_t mode);
 int fsafe__open_dir(int dirfd, const char *path);
-/* A directory inside a store: never through a symlink (-ELOOP, or -ENOTDIR
-   for a symlink to a non-directory), so nothing in the store leads out. */
+/* A directory inside a store: never through a symlink (Linux answers
+   -ENOTDIR for any symlink here, -ELOOP elsewhere), so nothing in the
+   store leads out. */
 int fsafe__open_subdir(int dirfd, const char *name);
 /* A data file inside a store: O_NOFOLLOW|O_NONBLOCK (a FIFO never blocks
    the open, nor later reads), then its type checked on the fd, as systemd's
