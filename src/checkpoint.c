@@ -1945,7 +1945,7 @@ int fsafe_checkpoint_repair(int dirfd, const char *path, fsafe_damage_fn fn,
 	struct fsafe_checkpoint_opts o = FSAFE_CHECKPOINT_OPTS_INIT;
 	struct walk w = { .fn = fn, .arg = arg };
 	fsafe_checkpoint *cp;
-	int r, dfd;
+	int r = 0, dfd; /* r is only read when the open ran */
 
 	if (!path || !*path)
 		return -EINVAL;

@@ -220,8 +220,7 @@ static int scan_ensure(struct fsafe__scan *sc, uint64_t off, size_t n,
 
 int fsafe__scan_open(struct fsafe__scan *sc, int fd, uint64_t name_seq)
 {
-	const unsigned char *p;
-
+	const unsigned char *p = NULL; /* set whenever scan_ensure says 1 */
 	unsigned char *buf = sc->buf;
 	size_t cap = sc->cap;
 

@@ -73,11 +73,12 @@ static const char *make_fs(int i)
 	snprintf(mnt[i], sizeof(mnt[i]), "%s/%s", scratch, fs_types[i]);
 	if (mkdir(mnt[i], 0755) < 0)
 		return "mkdir of the mount point failed";
-	snprintf(cmd, sizeof(cmd),
+	if (snprintf(cmd, sizeof(cmd),
 	         "truncate -s 300M %s.img && mkfs.%s -q %s %s.img "
 	         ">/dev/null 2>&1 && mount -o loop %s.img %s",
 	         mnt[i], fs_types[i], i == 0 ? "-F -b 4096" : "-f", mnt[i], mnt[i],
-	         mnt[i]);
+	         mnt[i]) >= (int)sizeof(cmd))
+		return "scratch path too long";
 	return system(cmd) == 0 ? NULL : "mkfs or loop mount failed";
 }
 
@@ -117,7 +118,8 @@ static int setup(void **state)
 	*state = f;
 	if (skip_reason[f->fs])
 		return 0;
-	snprintf(f->dir, sizeof(f->dir), "%s/t%d", mnt[f->fs], seq++);
+	assert_true(snprintf(f->dir, sizeof(f->dir), "%s/t%d", mnt[f->fs],
+	                     seq++) < (int)sizeof(f->dir));
 	assert_int_equal(mkdir(f->dir, 0755), 0);
 	f->dirfd = open(f->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	assert_true(f->dirfd >= 0);
