@@ -1541,8 +1541,7 @@ static int gen_verify(int dirfd, uint64_t seq, char *path, char *what,
 			describe(r, gfd, m.e[i].name, what, len);
 		}
 	}
-	if (r == 0)
-		fsafe__manifest_free(&m);
+	fsafe__manifest_free(&m); /* also when a file failed its check */
 	fsafe__close(gfd);
 	return r == -ENOMEM ? r : r < 0;
 }

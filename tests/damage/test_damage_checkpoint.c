@@ -92,7 +92,10 @@ static void sh(const char *fmt, ...)
    an OPEN marker as a writer that died leaves it. */
 static void build(struct world *w)
 {
-	snprintf(w->base, sizeof(w->base), "%s", tu_mkscratch());
+	char *scratch = tu_mkscratch();
+
+	snprintf(w->base, sizeof(w->base), "%s", scratch);
+	free(scratch);
 	snprintf(w->tmpl, sizeof(w->tmpl), "%s/tmpl", w->base);
 	snprintf(w->world, sizeof(w->world), "%s/world", w->base);
 	snprintf(w->ck, sizeof(w->ck), "%s/ck", w->world);
