@@ -1,17 +1,57 @@
 /*
  * fsafe: crash-safe file persistence.
  *
- * Conventions (every function in this header):
- *  - Results are 0 (or a non-negative count) on success and a negative errno
- *    value on failure, or one of the FSAFE_E* codes below.
- *  - Nothing here prints, exits, or installs signal handlers.
- *  - Every descriptor the library opens is O_CLOEXEC; every path is resolved
- *    relative to the directory descriptor the caller passes (AT_FDCWD works).
- *  - Handles are opaque. A handle may be used from one thread at a time;
- *    distinct handles may be used from distinct threads freely.
- *  - Option structs start with a `size` member so they can grow without
- *    breaking the ABI: set it to sizeof(the struct) (the *_INIT macros do),
- *    or to 0 for the first published layout.
+ * Conventions. Every module (this header and those in fsafe/) follows them;
+ * a new module starts from them.
+ *
+ *  Names. fsafe_<module>_<verb>, one prefix; constants FSAFE_<MODULE>_*.
+ *  A function that names a file takes `int dirfd, const char *path` first
+ *  and resolves `path` relative to `dirfd` (AT_FDCWD works); only the
+ *  one-shot writes keep a path-only form beside the `at` one
+ *  (fsafe_write_file and fsafe_write_fileat), as POSIX does. Handles open
+ *  with fsafe_<module>_open(dirfd, path, opts, &handle) and end with
+ *  fsafe_<module>_close(handle).
+ *
+ *  Results. 0 (or a count) on success; a negative errno value, or one of
+ *  the FSAFE_E* codes below, on failure. fsafe_strerror() names either
+ *  sign. Bad data (a bad path, unknown flags, a malformed record) is
+ *  -EINVAL or the code the header names; a caller bug (a NULL handle or
+ *  out pointer) is an assertion, not an error code. The close and free
+ *  functions accept NULL.
+ *
+ *  Error detail. struct fsafe_error (below) says which step failed and
+ *  with which errno. Calls that take an options struct fill opts->error
+ *  when it is set; calls on a handle record the detail of their last
+ *  failure in the handle, read with fsafe_<module>_last_error(handle,
+ *  &detail).
+ *
+ *  Options. `opts` may be NULL for the defaults, and a zeroed struct is
+ *  the defaults: every field's 0 is documented. Option structs (and the
+ *  out structs the library fills) start with `size_t size` so they can
+ *  grow without breaking the ABI: set it to sizeof the struct (the *_INIT
+ *  macros do) or 0 for the first published layout, *_SIZE_V0. A size
+ *  below *_SIZE_V0 is -EINVAL; a larger struct from a newer header is
+ *  accepted when every byte this library does not know is zero, -E2BIG
+ *  otherwise (the kernel's rule for open_how).
+ *
+ *  Ownership. Whatever the library returns through an out pointer
+ *  belongs to the caller until passed to the matching _free or _close;
+ *  strings handed to a callback live until it returns. Buffers passed in
+ *  are only read during the call.
+ *
+ *  Time. Timeouts are uint64_t milliseconds. FSAFE_FOREVER waits without
+ *  limit; a timeout argument of 0 does not wait. In an options struct a
+ *  timeout of 0 means its documented default, and not waiting at all is
+ *  the module's NO_WAIT flag.
+ *
+ *  Callbacks. The caller's `void *arg` is the last parameter of every
+ *  callback and follows the callback in the call that takes it. A
+ *  callback's negative result stops the walk and becomes the call's.
+ *
+ *  Threads and processes. A handle may be used from one thread at a time;
+ *  distinct handles from distinct threads freely. Nothing here prints,
+ *  exits, or installs signal handlers. Every descriptor the library opens
+ *  is O_CLOEXEC.
  *
  * Filesystems (power cut at every system call of every workload: the table
  * in docs/DESIGN.md):
@@ -69,7 +109,20 @@ FSAFE_API const char *fsafe_version(void);
  */
 #define FSAFE_ENOTDURABLE (-16001)
 
-/* Describes a result: strerror() for errno values, text for FSAFE_E*. */
+/*
+ * A conditional change lost its race: the value (or file) is no longer the
+ * version the caller named. Nothing was changed.
+ */
+#define FSAFE_ECONFLICT (-16002)
+
+/* Wait without limit (a timeout in milliseconds). */
+#define FSAFE_FOREVER UINT64_MAX
+
+/*
+ * Describes a result: text for FSAFE_E* codes and for errno values of
+ * either sign (-ENOSPC and ENOSPC, as fsafe_error.sys_errno holds it, give
+ * the same text); "Success" for 0.
+ */
 FSAFE_API const char *fsafe_strerror(int code);
 
 /*

@@ -8,8 +8,12 @@ const char *fsafe_strerror(int code)
 {
 	if (code == FSAFE_ENOTDURABLE)
 		return "published, but not synced: durability unknown";
-	if (code >= 0)
+	if (code == FSAFE_ECONFLICT)
+		return "version conflict: changed since it was read";
+	if (code == 0)
 		return "Success";
+	if (code > 0) /* a positive errno, as fsafe_error.sys_errno holds it */
+		code = -code;
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 32)
 	/* Thread-safe, and never writes a shared buffer. */
 	const char *s = strerrordesc_np(-code);
