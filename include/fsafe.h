@@ -81,6 +81,25 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/*
+ * FSAFE__INIT(struct T): a struct T with every field 0 and `size` set, the
+ * value of every *_INIT macro. C++ before C++20 has no designated
+ * initialisers (and warns of missing fields), so there it is a function.
+ */
+#ifdef __cplusplus
+extern "C++" {
+template <class T> static inline T fsafe__init_cxx()
+{
+	T t{};
+	t.size = sizeof(T);
+	return t;
+}
+}
+#define FSAFE__INIT(T) (fsafe__init_cxx<T>())
+#else
+#define FSAFE__INIT(T) { .size = sizeof(T) }
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -282,7 +301,7 @@ struct fsafe_write_opts {
 	const char *if_unchanged;
 };
 
-#define FSAFE_WRITE_OPTS_INIT { .size = sizeof(struct fsafe_write_opts) }
+#define FSAFE_WRITE_OPTS_INIT FSAFE__INIT(struct fsafe_write_opts)
 
 /*
  * Replace (or create) `path` relative to `dirfd` with `len` bytes of `buf`,

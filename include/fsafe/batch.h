@@ -50,7 +50,7 @@ struct fsafe_batch_opts {
 	unsigned syncfs_min;   /* 0: FSAFE_BATCH_SYNCFS_MIN */
 };
 
-#define FSAFE_BATCH_OPTS_INIT { .size = sizeof(struct fsafe_batch_opts) }
+#define FSAFE_BATCH_OPTS_INIT FSAFE__INIT(struct fsafe_batch_opts)
 
 FSAFE_API int fsafe_batch_new(const struct fsafe_batch_opts *opts,
                               fsafe_batch **out);
@@ -97,7 +97,7 @@ struct fsafe_async_opts {
 	unsigned max_group;  /* writes committed together at most; 0: 128 */
 };
 
-#define FSAFE_ASYNC_OPTS_INIT { .size = sizeof(struct fsafe_async_opts) }
+#define FSAFE_ASYNC_OPTS_INIT FSAFE__INIT(struct fsafe_async_opts)
 
 struct fsafe_async_completion {
 	uint64_t id;      /* as returned by fsafe_async_submit() */

@@ -78,7 +78,7 @@ struct fsafe_checkpoint_opts {
 };
 
 #define FSAFE_CHECKPOINT_OPTS_INIT \
-	{ .size = sizeof(struct fsafe_checkpoint_opts) }
+	FSAFE__INIT(struct fsafe_checkpoint_opts)
 
 /*
  * Open the checkpoint directory `path` (relative to `dirfd`). Takes its
@@ -184,7 +184,7 @@ struct fsafe_checkpoint_load_opts {
 };
 
 #define FSAFE_CHECKPOINT_LOAD_OPTS_INIT \
-	{ .size = sizeof(struct fsafe_checkpoint_load_opts) }
+	FSAFE__INIT(struct fsafe_checkpoint_load_opts)
 
 /*
  * Load a generation, checking every file's size and SHA-256. Returns 0 or

@@ -94,7 +94,7 @@ struct fsafe_inbox_opts {
 	unsigned write_flags;
 };
 
-#define FSAFE_INBOX_OPTS_INIT { .size = sizeof(struct fsafe_inbox_opts) }
+#define FSAFE_INBOX_OPTS_INIT FSAFE__INIT(struct fsafe_inbox_opts)
 
 /*
  * Open the inbox `path` relative to `dirfd`. Returns 0; -ENOENT when it is

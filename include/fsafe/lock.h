@@ -72,7 +72,7 @@ struct fsafe_lock_opts {
 	uint64_t grace_ms;
 };
 
-#define FSAFE_LOCK_OPTS_INIT { .size = sizeof(struct fsafe_lock_opts) }
+#define FSAFE_LOCK_OPTS_INIT FSAFE__INIT(struct fsafe_lock_opts)
 
 /* A verdict on an owner. */
 enum fsafe_lock_liveness {

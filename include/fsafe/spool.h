@@ -90,7 +90,7 @@ struct fsafe_spool_opts {
 	void *damage_arg;
 };
 
-#define FSAFE_SPOOL_OPTS_INIT { .size = sizeof(struct fsafe_spool_opts) }
+#define FSAFE_SPOOL_OPTS_INIT FSAFE__INIT(struct fsafe_spool_opts)
 
 /* Open (and recover) the spool in directory `path` relative to `dirfd`. */
 FSAFE_API int fsafe_spool_open(int dirfd, const char *path,
@@ -163,7 +163,7 @@ struct fsafe_spool_stat {
 	                                open's, so it survives a reopen) */
 };
 
-#define FSAFE_SPOOL_STAT_INIT { .size = sizeof(struct fsafe_spool_stat) }
+#define FSAFE_SPOOL_STAT_INIT FSAFE__INIT(struct fsafe_spool_stat)
 
 /* Fill `st` (st->size set by the caller, as with the option structs). */
 FSAFE_API int fsafe_spool_stat(fsafe_spool *s, struct fsafe_spool_stat *st);

@@ -86,7 +86,7 @@ struct fsafe_store_opts {
 	uint64_t lock_timeout_ms;
 };
 
-#define FSAFE_STORE_OPTS_INIT { .size = sizeof(struct fsafe_store_opts) }
+#define FSAFE_STORE_OPTS_INIT FSAFE__INIT(struct fsafe_store_opts)
 
 /*
  * Open the store in directory `path` relative to `dirfd` (the handle holds
@@ -239,8 +239,7 @@ struct fsafe_store_list_opts {
 	void *arg;
 };
 
-#define FSAFE_STORE_LIST_OPTS_INIT \
-	{ .size = sizeof(struct fsafe_store_list_opts) }
+#define FSAFE_STORE_LIST_OPTS_INIT FSAFE__INIT(struct fsafe_store_list_opts)
 
 typedef struct fsafe_store_iter fsafe_store_iter;
 
