@@ -20,10 +20,12 @@
  *  functions accept NULL.
  *
  *  Error detail. struct fsafe_error (below) says which step failed and
- *  with which errno. Calls that take an options struct fill opts->error
- *  when it is set; calls on a handle record the detail of their last
- *  failure in the handle, read with fsafe_<module>_last_error(handle,
- *  &detail).
+ *  with which errno, through one door: the `error` member of the options
+ *  struct. A call that takes options fills *opts->error when it fails
+ *  (when the member is set); an open also keeps the pointer, and every
+ *  later call on that handle, or on a handle made from it (a consumer, a
+ *  reader, a transaction), fills it when that call fails. A successful
+ *  call leaves it alone.
  *
  *  Options. `opts` may be NULL for the defaults, and a zeroed struct is
  *  the defaults: every field's 0 is documented. Option structs (and the
