@@ -236,6 +236,8 @@ int fsafe_checkpoint_events(int dirfd, const char *path,
 {
 	char *text;
 	size_t len, bad = 0;
+
+	assert(fn);
 	int dfd = fsafe__open_dir(dirfd, path);
 
 	if (damaged)
@@ -821,51 +823,60 @@ int fsafe_checkpoint_load(fsafe_checkpoint *cp,
 
 uint64_t fsafe_checkpoint_snapshot_generation(const fsafe_checkpoint_snapshot *s)
 {
+	assert(s);
 	return s->m.seq;
 }
 
 const char *fsafe_checkpoint_snapshot_revision(const fsafe_checkpoint_snapshot *s)
 {
+	assert(s);
 	return s->m.revision;
 }
 
 int64_t fsafe_checkpoint_snapshot_time_ms(const fsafe_checkpoint_snapshot *s)
 {
+	assert(s);
 	return s->m.time_ms;
 }
 
 size_t fsafe_checkpoint_snapshot_count(const fsafe_checkpoint_snapshot *s)
 {
+	assert(s);
 	return s->m.n;
 }
 
 const char *fsafe_checkpoint_snapshot_name(const fsafe_checkpoint_snapshot *s,
                                            size_t i)
 {
+	assert(s);
 	return i < s->m.n ? s->m.e[i].name : NULL;
 }
 
 uint64_t fsafe_checkpoint_snapshot_size(const fsafe_checkpoint_snapshot *s,
                                         size_t i)
 {
+	assert(s);
 	return i < s->m.n ? s->m.e[i].size : 0;
 }
 
 const void *fsafe_checkpoint_snapshot_data(const fsafe_checkpoint_snapshot *s,
                                            size_t i)
 {
+	assert(s);
 	return i < s->m.n && s->data ? s->data[i] : NULL;
 }
 
 const char *fsafe_checkpoint_snapshot_hash(const fsafe_checkpoint_snapshot *s,
                                            size_t i)
 {
+	assert(s);
 	return i < s->m.n ? s->m.e[i].hash : NULL;
 }
 
 long fsafe_checkpoint_snapshot_find(const fsafe_checkpoint_snapshot *s,
                                     const char *name)
 {
+	assert(s && name);
 	struct fsafe__ckpt_entry key = { .name = (char *)name };
 	const struct fsafe__ckpt_entry *e =
 		s->m.n ? bsearch(&key, s->m.e, s->m.n, sizeof(key), fsafe__manifest_cmp_entry)
@@ -2060,5 +2071,6 @@ int fsafe_checkpoint_repair(int dirfd, const char *path, fsafe_damage_fn fn,
 
 int fsafe_checkpoint_current_error(const fsafe_checkpoint *cp)
 {
+	assert(cp);
 	return cp->cur_err;
 }
