@@ -907,7 +907,8 @@ int fsafe_checkpoint_generations(fsafe_checkpoint *cp, uint64_t *seqs,
 		k++;
 	}
 	free(v);
-	return k > INT32_MAX ? -EOVERFLOW : (int)k;
+	return k > INT32_MAX ? cp_fail(cp, -EOVERFLOW, "generations (too many)")
+	                     : (int)k;
 }
 
 int fsafe_checkpoint_verify(fsafe_checkpoint *cp, uint64_t generation,
