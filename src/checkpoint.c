@@ -11,6 +11,7 @@
  * hard-linked into a newer generation cannot change an older one.
  */
 #define _GNU_SOURCE
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -21,12 +22,14 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "error.h"
 #include "events.h"
 #include "fsafe.h"
 #include "fsafe/batch.h"
 #include "fsafe/checkpoint.h"
 #include "fsafe/lock.h"
 #include "manifest.h"
+#include "opts.h"
 #include "sys.h"
 #include "writer.h"
 
@@ -155,7 +158,17 @@ struct fsafe_checkpoint {
 	int cur_err;
 	uint64_t seen;      /* the highest generation number ever seen */
 	struct trail trail; /* writer: the audit trail as open found it */
+	struct fsafe_error *error; /* the caller's, from the open */
 };
+
+/* A failed call on the handle or on a transaction or stream of it: its
+   detail, to the error member the open was given. */
+static int cp_fail(const fsafe_checkpoint *cp, int r, const char *step)
+{
+	if (r < 0)
+		fsafe__error_set(cp->error, r, -r, step, false);
+	return r;
+}
 
 /* ---- the event log ------------------------------------------------------- */
 
@@ -218,12 +231,13 @@ static int open_log(fsafe_checkpoint *cp)
 }
 
 int fsafe_checkpoint_events(int dirfd, const char *path,
-                            int (*fn)(const struct fsafe_checkpoint_event *e,
-                                      void *arg),
-                            void *arg, size_t *damaged)
+                            fsafe_checkpoint_event_fn fn, void *arg,
+                            size_t *damaged)
 {
 	char *text;
 	size_t len, bad = 0;
+
+	assert(fn);
 	int dfd = fsafe__open_dir(dirfd, path);
 
 	if (damaged)
@@ -263,11 +277,14 @@ static int read_current(int dirfd, uint64_t *seq)
 	return *seq ? 0 : -EBADMSG;
 }
 
-static int write_current(fsafe_checkpoint *cp, uint64_t seq)
+/* The writer's detail of a failure goes to `e` (may be NULL). */
+static int write_current(fsafe_checkpoint *cp, uint64_t seq,
+                         struct fsafe_error *e)
 {
 	struct fsafe_write_opts o = FSAFE_WRITE_OPTS_INIT;
 	char text[GEN_NAME_LEN + 2];
 
+	o.error = e;
 	gen_name(seq, text);
 	text[GEN_NAME_LEN] = '\n';
 	o.mode = 0644;
@@ -757,24 +774,27 @@ int fsafe_checkpoint_load(fsafe_checkpoint *cp,
                           const struct fsafe_checkpoint_load_opts *opts,
                           fsafe_checkpoint_snapshot **out)
 {
-	struct fsafe_checkpoint_load_opts o = { 0 };
+	struct fsafe_checkpoint_load_opts o;
 	uint64_t seq;
 	int r, warn = 0;
 
+	assert(cp && out);
 	*out = NULL;
-	if (opts) {
-		size_t n = opts->size ? opts->size : sizeof(o);
-		memcpy(&o, opts, n < sizeof(o) ? n : sizeof(o));
-	}
+	r = FSAFE__OPTS_COPY(&o, opts, FSAFE_CHECKPOINT_LOAD_OPTS_SIZE_V0);
+	if (r < 0)
+		return cp_fail(cp, r, "options (size)");
+	if (o.flags & ~(unsigned)(FSAFE_CHECKPOINT_FALLBACK |
+	                          FSAFE_CHECKPOINT_MANIFEST_ONLY))
+		return cp_fail(cp, -EINVAL, "options (flags)");
 	if (o.damage)
 		memset(o.damage, 0, sizeof(*o.damage));
 	/* Read CURRENT afresh: a read-only handle has no lock to keep it. */
 	int cur_err = current_state(cp->dirfd, &seq);
 	if (cur_err < 0 && !current_damaged(cur_err))
-		return cur_err;
+		return cp_fail(cp, cur_err, "read CURRENT");
 	if (o.generation) {
 		if (!cur_err && o.generation > seq)
-			return -ENOENT; /* partial, or never made */
+			return cp_fail(cp, -ENOENT, "load (no such generation)");
 		seq = o.generation;
 	} else if (cur_err) {
 		/* Without CURRENT only a fallback is possible: the newest
@@ -783,7 +803,7 @@ int fsafe_checkpoint_load(fsafe_checkpoint *cp,
 		seq = GEN_MAX + 1;
 	}
 	if (!seq)
-		return -ENOENT;
+		return cp_fail(cp, -ENOENT, "load (no checkpoint)");
 	r = seq > GEN_MAX ? cur_err : load_gen(cp, seq, o.flags, o.damage, out);
 	if (r < 0 && r != -ENOMEM && (o.flags & FSAFE_CHECKPOINT_FALLBACK)) {
 		if (seq <= GEN_MAX)
@@ -792,7 +812,8 @@ int fsafe_checkpoint_load(fsafe_checkpoint *cp,
 			r = 0, warn |= FSAFE_CHECKPOINT_FELL_BACK;
 	}
 	if (r < 0)
-		return r;
+		return cp_fail(cp, r, seq > GEN_MAX ? "read CURRENT"
+		                                    : "load generation");
 	if (cp->have_revision && strcmp((*out)->m.revision, cp->revision))
 		warn |= FSAFE_CHECKPOINT_OTHER_REVISION;
 	if (!(o.flags & FSAFE_CHECKPOINT_MANIFEST_ONLY))
@@ -802,51 +823,60 @@ int fsafe_checkpoint_load(fsafe_checkpoint *cp,
 
 uint64_t fsafe_checkpoint_snapshot_generation(const fsafe_checkpoint_snapshot *s)
 {
+	assert(s);
 	return s->m.seq;
 }
 
 const char *fsafe_checkpoint_snapshot_revision(const fsafe_checkpoint_snapshot *s)
 {
+	assert(s);
 	return s->m.revision;
 }
 
 int64_t fsafe_checkpoint_snapshot_time_ms(const fsafe_checkpoint_snapshot *s)
 {
+	assert(s);
 	return s->m.time_ms;
 }
 
 size_t fsafe_checkpoint_snapshot_count(const fsafe_checkpoint_snapshot *s)
 {
+	assert(s);
 	return s->m.n;
 }
 
 const char *fsafe_checkpoint_snapshot_name(const fsafe_checkpoint_snapshot *s,
                                            size_t i)
 {
+	assert(s);
 	return i < s->m.n ? s->m.e[i].name : NULL;
 }
 
 uint64_t fsafe_checkpoint_snapshot_size(const fsafe_checkpoint_snapshot *s,
                                         size_t i)
 {
+	assert(s);
 	return i < s->m.n ? s->m.e[i].size : 0;
 }
 
 const void *fsafe_checkpoint_snapshot_data(const fsafe_checkpoint_snapshot *s,
                                            size_t i)
 {
+	assert(s);
 	return i < s->m.n && s->data ? s->data[i] : NULL;
 }
 
 const char *fsafe_checkpoint_snapshot_hash(const fsafe_checkpoint_snapshot *s,
                                            size_t i)
 {
+	assert(s);
 	return i < s->m.n ? s->m.e[i].hash : NULL;
 }
 
 long fsafe_checkpoint_snapshot_find(const fsafe_checkpoint_snapshot *s,
                                     const char *name)
 {
+	assert(s && name);
 	struct fsafe__ckpt_entry key = { .name = (char *)name };
 	const struct fsafe__ckpt_entry *e =
 		s->m.n ? bsearch(&key, s->m.e, s->m.n, sizeof(key), fsafe__manifest_cmp_entry)
@@ -860,12 +890,15 @@ int fsafe_checkpoint_generations(fsafe_checkpoint *cp, uint64_t *seqs,
 {
 	uint64_t *v = NULL, cur;
 	size_t n, k = 0;
-	int r = current_state(cp->dirfd, &cur);
 
+	assert(cp && (seqs || !max));
+	int r = current_state(cp->dirfd, &cur);
 	if (current_damaged(r))
 		cur = UINT64_MAX, r = 0; /* every one is a candidate */
-	if (r < 0 || (r = list_gens(cp->dirfd, true, &v, &n)) < 0)
-		return r;
+	if (r < 0)
+		return cp_fail(cp, r, "read CURRENT");
+	if ((r = list_gens(cp->dirfd, true, &v, &n)) < 0)
+		return cp_fail(cp, r, "list generations");
 	for (size_t i = 0; i < n; i++) {
 		if (v[i] > cur)
 			continue;
@@ -874,7 +907,8 @@ int fsafe_checkpoint_generations(fsafe_checkpoint *cp, uint64_t *seqs,
 		k++;
 	}
 	free(v);
-	return k > INT32_MAX ? -EOVERFLOW : (int)k;
+	return k > INT32_MAX ? cp_fail(cp, -EOVERFLOW, "generations (too many)")
+	                     : (int)k;
 }
 
 int fsafe_checkpoint_verify(fsafe_checkpoint *cp, uint64_t generation,
@@ -884,27 +918,30 @@ int fsafe_checkpoint_verify(fsafe_checkpoint *cp, uint64_t generation,
 	uint64_t seq = generation;
 	int r = 0, gfd;
 
+	assert(cp);
 	if (damage)
 		memset(damage, 0, sizeof(*damage));
 	if (!seq && (r = current_state(cp->dirfd, &seq)) < 0) {
 		if (current_damaged(r))
 			damage_set(damage, 0, r, FSAFE__CKPT_CURRENT);
-		return r;
+		return cp_fail(cp, r, "read CURRENT");
 	}
 	if (!seq)
-		return -ENOENT;
+		return cp_fail(cp, -ENOENT, "verify (no checkpoint)");
 	if ((gfd = open_gen(cp, seq)) < 0) {
 		damage_set(damage, seq, gfd, "");
-		return gfd;
+		return cp_fail(cp, gfd, "open generation");
 	}
+	const char *step = "read manifest";
 	if ((r = manifest_read(gfd, seq, &m)) < 0)
 		damage_set(damage, seq, r, "");
 	for (size_t i = 0; r == 0 && i < m.n; i++)
 		if ((r = check_file(gfd, &m.e[i], NULL)) < 0)
-			damage_set(damage, seq, r, m.e[i].name);
+			damage_set(damage, seq, r, m.e[i].name),
+				step = "check file";
 	fsafe__manifest_free(&m);
 	fsafe__close(gfd);
-	return r;
+	return cp_fail(cp, r, step);
 }
 
 /* ---- open and close ----------------------------------------------------------- */
@@ -938,20 +975,33 @@ static int make_dir(int dirfd, const char *path)
 }
 
 static int load_opts(fsafe_checkpoint *cp,
-                     const struct fsafe_checkpoint_opts *opts)
+                     const struct fsafe_checkpoint_opts *opts,
+                     const char **step)
 {
-	struct fsafe_checkpoint_opts o = { 0 };
+	struct fsafe_checkpoint_opts o;
 	unsigned known = FSAFE_CHECKPOINT_NO_WAIT | FSAFE_CHECKPOINT_CREATE |
 	                 FSAFE_CHECKPOINT_READ_ONLY | FSAFE_CHECKPOINT_NO_LINK;
+	int r = FSAFE__OPTS_COPY(&o, opts, FSAFE_CHECKPOINT_OPTS_SIZE_V0);
 
-	if (opts) {
-		size_t n = opts->size ? opts->size : sizeof(o);
-		memcpy(&o, opts, n < sizeof(o) ? n : sizeof(o));
-	}
-	if ((o.flags & ~known) ||
-	    (o.revision && (strlen(o.revision) > FSAFE_CHECKPOINT_REVISION_MAX ||
-	                    fsafe__ckpt_has_control(o.revision))))
+	/* A struct too large still has our layout's error member; one too
+	   small may lack it. */
+	cp->error = r == -E2BIG ? opts->error : o.error;
+	*step = "options (size)";
+	if (r < 0)
+		return r;
+	*step = "options (flags)";
+	if (o.flags & ~known)
 		return -EINVAL;
+	/* The revision is one line of the manifest: checked here, so a bad
+	   one is named as such and not found by the first commit. */
+	*step = "revision (too long)";
+	if (o.revision && strnlen(o.revision, FSAFE_CHECKPOINT_REVISION_MAX + 1) >
+	                          FSAFE_CHECKPOINT_REVISION_MAX)
+		return -EINVAL;
+	*step = "revision (control character)";
+	if (o.revision && fsafe__ckpt_has_control(o.revision))
+		return -EINVAL;
+	*step = "allocate";
 	cp->flags = o.flags;
 	cp->keep = o.keep ? o.keep : FSAFE_CHECKPOINT_KEEP;
 	cp->mode = o.mode;
@@ -989,18 +1039,24 @@ static int read_cur(fsafe_checkpoint *cp)
 	return r;
 }
 
-static int open_writer(fsafe_checkpoint *cp)
+static int open_writer(fsafe_checkpoint *cp, const char **step)
 {
 	struct fsafe_lock_opts lo = FSAFE_LOCK_OPTS_INIT;
 	int r;
 
 	if (cp->flags & FSAFE_CHECKPOINT_NO_WAIT)
 		lo.flags |= FSAFE_LOCK_NO_WAIT;
+	*step = "lock";
 	if ((r = fsafe_lock_acquire(cp->dirfd, FSAFE__CKPT_LOCK, &lo,
 	                            &cp->lock)) < 0)
 		return r;
-	if ((r = read_cur(cp)) < 0 || (r = mark_open(cp)) < 0)
+	*step = "read CURRENT";
+	if ((r = read_cur(cp)) < 0)
 		return r;
+	*step = "mark open";
+	if ((r = mark_open(cp)) < 0)
+		return r;
+	*step = "sweep";
 	/* An audit trail that cannot be opened (a FIFO, a directory in its
 	   place: damage that check reports) never stops the store. */
 	if (open_log(cp) < 0)
@@ -1033,25 +1089,32 @@ int fsafe_checkpoint_open(int dirfd, const char *path,
                           fsafe_checkpoint **out)
 {
 	fsafe_checkpoint *cp = calloc(1, sizeof(*cp));
+	const char *step = "path";
 	int r;
 
+	assert(out);
 	*out = NULL;
-	if (!cp)
+	if (!cp) {
+		if (opts && (!opts->size ||
+		             opts->size >= FSAFE_CHECKPOINT_OPTS_SIZE_V0))
+			fsafe__error_set(opts->error, -ENOMEM, ENOMEM,
+			                 "allocate", false);
 		return -ENOMEM;
+	}
 	cp->dirfd = cp->logfd = -1;
-	if (!path || !*path)
-		r = -EINVAL;
-	else if ((r = load_opts(cp, opts)) == 0 &&
-	         (cp->flags & FSAFE_CHECKPOINT_CREATE) &&
+	if ((r = load_opts(cp, opts, &step)) == 0 && (!path || !*path))
+		r = -EINVAL, step = "path";
+	else if (r == 0 && (cp->flags & FSAFE_CHECKPOINT_CREATE) &&
 	         !(cp->flags & FSAFE_CHECKPOINT_READ_ONLY))
-		r = make_dir(dirfd, path);
+		r = make_dir(dirfd, path), step = "create";
 	if (r == 0 && (cp->dirfd = fsafe__open_dir(dirfd, path)) < 0)
-		r = cp->dirfd;
+		r = cp->dirfd, step = "open";
 	if (r == 0 && (cp->flags & FSAFE_CHECKPOINT_READ_ONLY))
-		r = read_cur(cp);
+		r = read_cur(cp), step = "read CURRENT";
 	else if (r == 0)
-		r = open_writer(cp);
+		r = open_writer(cp, &step);
 	if (r < 0) {
+		cp_fail(cp, r, step);
 		if (cp->lock && !cp->unclean)
 			fsafe__unlinkat(cp->dirfd, FSAFE__CKPT_MARKER, 0);
 		fsafe_lock_release(cp->lock);
@@ -1064,11 +1127,13 @@ int fsafe_checkpoint_open(int dirfd, const char *path,
 
 bool fsafe_checkpoint_was_unclean(const fsafe_checkpoint *cp)
 {
+	assert(cp);
 	return cp->unclean;
 }
 
 uint64_t fsafe_checkpoint_current(const fsafe_checkpoint *cp)
 {
+	assert(cp);
 	return cp->current;
 }
 
@@ -1079,12 +1144,14 @@ int fsafe_checkpoint_close(fsafe_checkpoint *cp)
 	if (!cp)
 		return 0;
 	if (cp->lock) {
+		const char *step = "remove OPEN";
 		r = fsafe__unlinkat(cp->dirfd, FSAFE__CKPT_MARKER, 0);
 		if (r == 0)
-			r = fsafe__fsync(cp->dirfd);
+			r = fsafe__fsync(cp->dirfd), step = "fsync directory";
 		int l = fsafe_lock_release(cp->lock);
-		if (r == 0)
-			r = l;
+		if (r == 0 && l < 0)
+			r = l, step = "unlock";
+		cp_fail(cp, r, step);
 	}
 	cp_free(cp);
 	return r;
@@ -1109,6 +1176,7 @@ struct fsafe_checkpoint_tx {
 	size_t n, cap;
 	struct fsafe_checkpoint_stream *streams; /* open ones */
 	int err;               /* first failure of an add or a stream */
+	const char *err_step;  /* its step */
 	struct fsafe_error werr;
 };
 
@@ -1169,18 +1237,19 @@ int fsafe_checkpoint_begin(fsafe_checkpoint *cp, fsafe_checkpoint_tx **out)
 	fsafe_checkpoint_tx *tx;
 	int r;
 
+	assert(cp && out);
 	*out = NULL;
 	if (!cp->lock)
-		return -EROFS;
+		return cp_fail(cp, -EROFS, "begin (read-only)");
 	if (cp->in_tx)
-		return -EBUSY;
+		return cp_fail(cp, -EBUSY, "begin (a transaction is open)");
 	uint64_t seq = (cp->seen > cp->current ? cp->seen : cp->current) + 1;
 	if (seq > GEN_MAX)
-		return -EOVERFLOW;
+		return cp_fail(cp, -EOVERFLOW, "begin (generation numbers used up)");
 	/* A failed commit whose cleanup failed too left a partial one. */
 	tidy(cp);
 	if (!(tx = calloc(1, sizeof(*tx))))
-		return -ENOMEM;
+		return cp_fail(cp, -ENOMEM, "allocate");
 	tx->cp = cp;
 	tx->seq = seq;
 	tx->gfd = -1;
@@ -1195,7 +1264,7 @@ int fsafe_checkpoint_begin(fsafe_checkpoint *cp, fsafe_checkpoint_tx **out)
 		if (r != -EEXIST)
 			remove_gen(cp, tx->seq, false);
 		tx_free(tx);
-		return r;
+		return cp_fail(cp, r, "make generation");
 	}
 	*out = tx;
 	return 0;
@@ -1245,6 +1314,13 @@ static bool tx_try_link(fsafe_checkpoint_tx *tx, size_t i)
 	return fsafe__linkat(tx->prevfd, f->name, tx->gfd, f->name, 0) == 0;
 }
 
+/* A name refused (bad, or added already): the transaction goes on. */
+static int new_file_fail(fsafe_checkpoint_tx *tx, int r)
+{
+	return cp_fail(tx->cp, r, r == -EEXIST ? "add (name added already)"
+	                                       : "add (bad name)");
+}
+
 static struct fsafe_write_opts tx_wopts(fsafe_checkpoint_tx *tx)
 {
 	struct fsafe_write_opts o = FSAFE_WRITE_OPTS_INIT;
@@ -1254,11 +1330,12 @@ static struct fsafe_write_opts tx_wopts(fsafe_checkpoint_tx *tx)
 	return o;
 }
 
-static int tx_fail(fsafe_checkpoint_tx *tx, int r)
+/* A failure that dooms the transaction: commit will return it. */
+static int tx_fail(fsafe_checkpoint_tx *tx, int r, const char *step)
 {
 	if (r < 0 && !tx->err)
-		tx->err = r;
-	return r;
+		tx->err = r, tx->err_step = step;
+	return cp_fail(tx->cp, r, step);
 }
 
 int fsafe_checkpoint_add(fsafe_checkpoint_tx *tx, const char *name,
@@ -1266,12 +1343,14 @@ int fsafe_checkpoint_add(fsafe_checkpoint_tx *tx, const char *name,
 {
 	struct fsafe__sha256 c;
 	uint8_t d[32];
-	int i = tx_new_file(tx, name);
 
+	assert(tx);
+	int i = tx_new_file(tx, name);
 	if (i < 0)
-		return i == -EINVAL || i == -EEXIST ? i : tx_fail(tx, i);
+		return i == -EINVAL || i == -EEXIST ? new_file_fail(tx, i)
+		                                    : tx_fail(tx, i, "allocate");
 	if (!buf && len)
-		return tx_fail(tx, -EINVAL);
+		return tx_fail(tx, -EINVAL, "add (no buffer)");
 	fsafe__sha256_init(&c);
 	fsafe__sha256_update(&c, buf, len);
 	fsafe__sha256_final(&c, d);
@@ -1281,25 +1360,27 @@ int fsafe_checkpoint_add(fsafe_checkpoint_tx *tx, const char *name,
 		return 0;
 	struct fsafe_write_opts o = tx_wopts(tx);
 	int r = fsafe_batch_add(tx->batch, tx->gfd, name, buf, len, &o);
-	return r < 0 ? tx_fail(tx, r) : 0;
+	return r < 0 ? tx_fail(tx, r, "add") : 0;
 }
 
 int fsafe_checkpoint_add_stream(fsafe_checkpoint_tx *tx, const char *name,
                                 fsafe_checkpoint_stream **out)
 {
 	fsafe_checkpoint_stream *s;
-	int i = tx_new_file(tx, name);
 
+	assert(tx && out);
 	*out = NULL;
+	int i = tx_new_file(tx, name);
 	if (i < 0)
-		return i == -EINVAL || i == -EEXIST ? i : tx_fail(tx, i);
+		return i == -EINVAL || i == -EEXIST ? new_file_fail(tx, i)
+		                                    : tx_fail(tx, i, "allocate");
 	if (!(s = calloc(1, sizeof(*s))))
-		return tx_fail(tx, -ENOMEM);
+		return tx_fail(tx, -ENOMEM, "allocate");
 	struct fsafe_write_opts o = tx_wopts(tx);
 	int r = fsafe_writer_open(tx->gfd, name, &o, &s->w);
 	if (r < 0) {
 		free(s);
-		return tx_fail(tx, r);
+		return tx_fail(tx, r, tx->werr.step ? tx->werr.step : "open");
 	}
 	s->tx = tx;
 	s->idx = (size_t)i;
@@ -1316,11 +1397,12 @@ int fsafe_checkpoint_add_stream(fsafe_checkpoint_tx *tx, const char *name,
 int fsafe_checkpoint_stream_write(fsafe_checkpoint_stream *s, const void *buf,
                                   size_t len)
 {
+	assert(s);
 	if (s->err)
-		return s->err;
+		return cp_fail(s->tx->cp, s->err, "write (an earlier one failed)");
 	int r = fsafe_writer_write(s->w, buf, len);
 	if (r < 0)
-		return s->err = r;
+		return cp_fail(s->tx->cp, s->err = r, "write");
 	fsafe__sha256_update(&s->c, buf, len);
 	s->size += len;
 	return 0;
@@ -1328,10 +1410,12 @@ int fsafe_checkpoint_stream_write(fsafe_checkpoint_stream *s, const void *buf,
 
 int fsafe_checkpoint_stream_close(fsafe_checkpoint_stream *s)
 {
+	assert(s);
 	fsafe_checkpoint_tx *tx = s->tx;
 	struct txfile *f = &tx->f[s->idx];
 	uint8_t d[32];
 	int r = s->err;
+	const char *step = "write";
 
 	fsafe__sha256_final(&s->c, d);
 	fsafe__sha256_hex(d, f->hash);
@@ -1343,11 +1427,12 @@ int fsafe_checkpoint_stream_close(fsafe_checkpoint_stream *s)
 	} else if (r == 0) {
 		r = fsafe_batch_add_writer(tx->batch, s->w);
 		r = r < 0 ? r : 0;
+		step = "add";
 	} else {
 		fsafe_writer_abort(s->w);
 	}
 	free(s);
-	return tx_fail(tx, r);
+	return tx_fail(tx, r, step);
 }
 
 static int cmp_txfile(const void *a, const void *b)
@@ -1412,20 +1497,32 @@ static int tx_write_gen(fsafe_checkpoint_tx *tx)
 
 int fsafe_checkpoint_commit(fsafe_checkpoint_tx *tx, uint64_t *generation)
 {
+	assert(tx);
 	fsafe_checkpoint *cp = tx->cp;
 	uint64_t seq = tx->seq;
 	int r = tx->streams ? -EBUSY : tx->err;
+	const char *step = tx->streams ? "commit (a stream is open)"
+	                               : tx->err_step;
 	bool was_lost = cp->cur_err != 0;
 
-	if (r == 0)
+	if (r == 0) {
 		r = tx_write_gen(tx);
+		step = tx->werr.step ? tx->werr.step : "write generation";
+	}
 	/* A damaged CURRENT is kept (quarantined), not overwritten; and one
 	   that is a link must not be written through. */
 	if (r == 0 && cp->cur_err && cp->cur_err != -ENOENT)
-		r = quarantine_current(cp);
+		r = quarantine_current(cp), step = "quarantine CURRENT";
+	struct fsafe_error we = { 0 };
 	if (r == 0)
-		r = write_current(cp, seq);
+		r = write_current(cp, seq, &we), step = "write CURRENT";
 	tx_free(tx);
+	/* The writer's own detail where it has one: its step, and for
+	   FSAFE_ENOTDURABLE the failed sync's errno. */
+	if (r < 0 && we.step && cp->error)
+		*cp->error = we;
+	else if (r < 0)
+		cp_fail(cp, r, step);
 	if (r < 0 && r != FSAFE_ENOTDURABLE) {
 		/* CURRENT still names the old set; this one goes (if that
 		   fails too, the next open or begin removes it). */
@@ -1733,7 +1830,7 @@ static void walk_current(struct walk *w, uint64_t cur, int cur_err,
 			fix_quarantine(w, FSAFE__CKPT_CURRENT, why, 0, action,
 			               sizeof(action));
 		if (best && !w->unfixed) {
-			int r = write_current(w->cp, best);
+			int r = write_current(w->cp, best, NULL);
 			gen_name(best, g);
 			if (r == 0) {
 				w->cp->current = best;
@@ -1975,5 +2072,6 @@ int fsafe_checkpoint_repair(int dirfd, const char *path, fsafe_damage_fn fn,
 
 int fsafe_checkpoint_current_error(const fsafe_checkpoint *cp)
 {
+	assert(cp);
 	return cp->cur_err;
 }

@@ -55,9 +55,7 @@ bool fsafe__event_parse(const char *line, struct fsafe_checkpoint_event *e)
 	return false;
 }
 
-int fsafe__events_parse(char *text, size_t len,
-                        int (*fn)(const struct fsafe_checkpoint_event *e,
-                                  void *arg),
+int fsafe__events_parse(char *text, size_t len, fsafe_checkpoint_event_fn fn,
                         void *arg, size_t *bad)
 {
 	char *p = text, *end = text + len;

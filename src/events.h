@@ -30,9 +30,7 @@ bool fsafe__event_parse(const char *line, struct fsafe_checkpoint_event *e);
    order: fn for each intact one (a non-zero return stops and is
    returned), *bad counts the damaged lines (a last line without its
    newline is one). */
-int fsafe__events_parse(char *text, size_t len,
-                        int (*fn)(const struct fsafe_checkpoint_event *e,
-                                  void *arg),
+int fsafe__events_parse(char *text, size_t len, fsafe_checkpoint_event_fn fn,
                         void *arg, size_t *bad);
 
 #endif

@@ -18,6 +18,7 @@
 #define _GNU_SOURCE
 #include "inbox.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -29,6 +30,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "error.h"
+#include "opts.h"
 #include "owner.h"
 #include "sys.h"
 
@@ -50,6 +53,7 @@ struct fsafe_inbox {
 	uint64_t max;
 	uint64_t seq;
 	struct fsafe_lock_owner self;
+	struct fsafe_error *error; /* the caller's, from the open */
 };
 
 struct fsafe_inbox_consumer {
@@ -174,17 +178,31 @@ static int scan(int dirfd, int (*fn)(void *arg, const char *name),
 
 /* ---- open / close ------------------------------------------------------- */
 
-static int load_opts(const struct fsafe_inbox_opts *opts,
-                     struct fsafe_inbox_opts *o)
+/* A failed call: its detail, to the error member the open was given. */
+static int fail(const fsafe_inbox *ib, int r, const char *step)
 {
-	memset(o, 0, sizeof(*o));
-	if (opts) {
-		size_t n = opts->size ? opts->size : sizeof(*o);
-		memcpy(o, opts, n < sizeof(*o) ? n : sizeof(*o));
-	}
+	if (r < 0)
+		fsafe__error_set(ib->error, r, -r, step, false);
+	return r;
+}
+
+static int load_opts(const struct fsafe_inbox_opts *opts,
+                     struct fsafe_inbox_opts *o, const char **step)
+{
+	int r = FSAFE__OPTS_COPY(o, opts, FSAFE_INBOX_OPTS_SIZE_V0);
+
+	/* A struct too large still has our layout's error member; one too
+	   small may lack it. */
+	if (r == -E2BIG)
+		o->error = opts->error;
+	*step = "options (size)";
+	if (r < 0)
+		return r;
+	*step = "options (flags)";
 	if (o->flags & ~(unsigned)(FSAFE_INBOX_CREATE | FSAFE_INBOX_KEEP_DONE |
 	                           FSAFE_INBOX_NO_INOTIFY))
 		return -EINVAL;
+	*step = "options (write_flags)";
 	if (o->write_flags & ~(unsigned)(FSAFE_NO_TMPFILE | FSAFE_NO_RENAMEAT2))
 		return -EINVAL;
 	if (!o->max_message)
@@ -239,26 +257,34 @@ int fsafe_inbox_open(int dirfd, const char *path,
                      const struct fsafe_inbox_opts *opts, fsafe_inbox **out)
 {
 	struct fsafe_inbox_opts o;
-	int r = load_opts(opts, &o);
+	const char *step;
+	int r = load_opts(opts, &o, &step);
 
+	assert(out);
 	*out = NULL;
-	if (r < 0)
+	if (r == 0 && (!path || !*path))
+		r = -EINVAL, step = "path";
+	if (r == 0 && (o.flags & FSAFE_INBOX_CREATE))
+		r = create_top(dirfd, path), step = "create";
+	if (r < 0) {
+		fsafe__error_set(o.error, r, -r, step, false);
 		return r;
-	if (!path || !*path)
-		return -EINVAL;
-	if ((o.flags & FSAFE_INBOX_CREATE) && (r = create_top(dirfd, path)) < 0)
-		return r;
+	}
 	fsafe_inbox *ib = calloc(1, sizeof(*ib));
-	if (!ib)
+	if (!ib) {
+		fsafe__error_set(o.error, -ENOMEM, ENOMEM, "allocate", false);
 		return -ENOMEM;
+	}
 	ib->newfd = ib->claimedfd = ib->quarfd = ib->donefd = -1;
 	ib->flags = o.flags;
 	ib->write_flags = o.write_flags;
 	ib->max = o.max_message;
-	if ((ib->dirfd = fsafe__open_dir(dirfd, path)) < 0 ||
-	    (r = open_subdirs(ib, o.flags & FSAFE_INBOX_CREATE)) < 0 ||
-	    (r = fsafe__owner_self(&ib->self, false)) < 0) {
-		r = ib->dirfd < 0 ? ib->dirfd : r;
+	ib->error = o.error;
+	if ((r = ib->dirfd = fsafe__open_dir(dirfd, path)) < 0 ||
+	    (step = "open subdirectory",
+	     r = open_subdirs(ib, o.flags & FSAFE_INBOX_CREATE)) < 0 ||
+	    (step = "owner", r = fsafe__owner_self(&ib->self, false)) < 0) {
+		fail(ib, r, ib->dirfd < 0 ? "open" : step);
 		fsafe_inbox_close(ib);
 		return r;
 	}
@@ -281,12 +307,13 @@ void fsafe_inbox_close(fsafe_inbox *ib)
 /* ---- deliver ------------------------------------------------------------- */
 
 static int deliver_as(fsafe_inbox *ib, const char *id, uint64_t seq,
-                      const void *buf, size_t len)
+                      const void *buf, size_t len, struct fsafe_error *e)
 {
 	struct fsafe_write_opts wo = FSAFE_WRITE_OPTS_INIT;
 	uint8_t h[FSAFE__INBOX_HDR];
 	fsafe_writer *w;
 
+	wo.error = e;
 	wo.flags = FSAFE_CREATE_ONLY | FSAFE_NO_FOLLOW | ib->write_flags;
 	wo.mode = 0666;
 	fsafe__inbox_header(h, seq, buf, len);
@@ -305,22 +332,29 @@ int fsafe_inbox_deliver(fsafe_inbox *ib, const void *buf, size_t len,
                         char *id_out)
 {
 	char id[FSAFE_INBOX_ID_LEN + 1];
+	struct fsafe_error e = { 0 };
 	int r = -EEXIST;
 
+	assert(ib);
 	if (len > ib->max)
-		return -EMSGSIZE;
+		return fail(ib, -EMSGSIZE, "deliver (above max_message)");
 	if (!buf && len)
-		return -EINVAL;
+		return fail(ib, -EINVAL, "deliver (no buffer)");
 	uint64_t seq = ib->seq++;
 	/* An id collides only if 48 random bits do within one microsecond
 	   of one process: retrying is for completeness. */
 	for (int i = 0; i < 4 && r == -EEXIST; i++) {
 		if ((r = make_id(ib, seq, id)) < 0)
-			return r;
-		r = deliver_as(ib, id, seq, buf, len);
+			return fail(ib, r, "random");
+		r = deliver_as(ib, id, seq, buf, len, &e);
 	}
 	if ((r == 0 || r == FSAFE_ENOTDURABLE) && id_out)
 		memcpy(id_out, id, sizeof(id));
+	/* The writer's own detail: its step, and for FSAFE_ENOTDURABLE the
+	   sync's errno. */
+	if (r < 0 && ib->error)
+		*ib->error = e.step ? e : (struct fsafe_error){
+			.code = r, .sys_errno = -r, .step = "deliver" };
 	return r;
 }
 
@@ -407,12 +441,13 @@ static void consumer_free(fsafe_inbox_consumer *c)
 int fsafe_inbox_consumer_open(fsafe_inbox *ib, const char *name,
                               fsafe_inbox_consumer **out)
 {
+	assert(ib && out);
 	*out = NULL;
 	if (name && !fsafe__inbox_valid_name(name))
-		return -EINVAL;
+		return fail(ib, -EINVAL, "consumer name");
 	fsafe_inbox_consumer *c = calloc(1, sizeof(*c));
 	if (!c)
-		return -ENOMEM;
+		return fail(ib, -ENOMEM, "allocate");
 	c->ib = ib;
 	c->fd = c->ino = -1;
 	c->named = name != NULL;
@@ -421,7 +456,7 @@ int fsafe_inbox_consumer_open(fsafe_inbox *ib, const char *name,
 		/* A half-made process directory holds no claim; recovery
 		   removes it. */
 		consumer_free(c);
-		return r;
+		return fail(ib, r, "consumer directory");
 	}
 	*out = c;
 	return 0;
@@ -508,7 +543,8 @@ static int return_all(fsafe_inbox *ib, int cfd, bool dead)
 
 int fsafe_inbox_release_all(fsafe_inbox_consumer *c)
 {
-	return return_all(c->ib, c->fd, false);
+	assert(c);
+	return fail(c->ib, return_all(c->ib, c->fd, false), "return claims");
 }
 
 /*
@@ -554,16 +590,20 @@ int fsafe_inbox_consumer_close(fsafe_inbox_consumer *c)
 
 	if (!c)
 		return 0;
+	fsafe_inbox *ib = c->ib;
+	const char *step = "return claims";
 	if (!c->named) {
 		r = return_all(c->ib, c->fd, false);
-		r = r < 0 ? r : retire(c->ib, c->fd, c->dir);
+		if (r >= 0)
+			r = retire(c->ib, c->fd, c->dir), step = "retire";
 	}
 	consumer_free(c);
-	return r < 0 ? r : 0;
+	return r < 0 ? fail(ib, r, step) : 0;
 }
 
 unsigned fsafe_inbox_quarantined(const fsafe_inbox_consumer *c)
 {
+	assert(c);
 	return c->quarantined;
 }
 
@@ -822,19 +862,22 @@ static int claim(fsafe_inbox_consumer *c, const char *name)
 	return r < 0 ? r : fsafe__fsync(c->fd);
 }
 
-int fsafe_inbox_take(fsafe_inbox_consumer *c, fsafe_inbox_msg **out)
+static int take(fsafe_inbox_consumer *c, fsafe_inbox_msg **out,
+                const char **step)
 {
 	bool fresh = false;
 	int r;
 
-	*out = NULL;
 	for (;;) {
+		*step = "take (nothing to take)";
 		if (c->pos == c->n) {
 			/* A fresh pass that found nothing to win ends it. */
 			if (fresh && c->n == 0)
 				return -EAGAIN;
+			*step = "list new/";
 			if ((r = relist(c)) < 0)
 				return r;
+			*step = "take (nothing to take)";
 			if (fresh && c->n == 0)
 				return -EAGAIN;
 			fresh = true;
@@ -843,14 +886,26 @@ int fsafe_inbox_take(fsafe_inbox_consumer *c, fsafe_inbox_msg **out)
 			continue;
 		}
 		const char *name = c->names[c->pos++];
+		*step = "claim";
 		r = claim(c, name);
 		if (r == -ENOENT)
 			continue; /* another consumer won it */
 		if (r < 0)
 			return r;
+		*step = "read message";
 		if ((r = examine(c, name, out)) <= 0)
 			return r;
 	}
+}
+
+int fsafe_inbox_take(fsafe_inbox_consumer *c, fsafe_inbox_msg **out)
+{
+	const char *step;
+
+	assert(c && out);
+	*out = NULL;
+	int r = take(c, out, &step);
+	return fail(c->ib, r, step);
 }
 
 /* ---- ack / release -------------------------------------------------------- */
@@ -863,18 +918,19 @@ static bool valid_ref(const char *id)
 
 int fsafe_inbox_ack(fsafe_inbox_consumer *c, const char *id)
 {
+	assert(c);
 	fsafe_inbox *ib = c->ib;
 	struct stat st;
 	int r;
 
 	if (!valid_ref(id))
-		return -EINVAL;
+		return fail(ib, -EINVAL, "message id");
 	if ((r = fsafe__fstatat(c->fd, id, &st, AT_SYMLINK_NOFOLLOW)) < 0)
-		return r;
+		return fail(ib, r, "stat claim");
 	/* The claim's removal from new/ must be durable before the message
 	   goes, or a power cut could bring an acked message back. */
 	if ((r = fsafe__fsync(ib->newfd)) < 0)
-		return r;
+		return fail(ib, r, "fsync new/");
 	if (ib->flags & FSAFE_INBOX_KEEP_DONE) {
 		r = move_durably(c->fd, id, ib->donefd, id);
 		if (r == -EEXIST) /* an earlier ack that was interrupted */
@@ -882,28 +938,57 @@ int fsafe_inbox_ack(fsafe_inbox_consumer *c, const char *id)
 	} else {
 		r = fsafe__unlinkat(c->fd, id, 0);
 	}
-	return r < 0 ? r : fsafe__fsync(c->fd);
+	if (r < 0)
+		return fail(ib, r, ib->flags & FSAFE_INBOX_KEEP_DONE
+		                           ? "move to done/" : "unlink claim");
+	return fail(ib, fsafe__fsync(c->fd), "fsync claim directory");
 }
 
 int fsafe_inbox_release(fsafe_inbox_consumer *c, const char *id)
 {
 	int r;
 
+	assert(c);
 	if (!valid_ref(id))
-		return -EINVAL;
-	if ((r = put_back(c->ib, c->fd, id)) < 0 ||
-	    (r = fsafe__fsync(c->ib->newfd)) < 0)
-		return r;
-	return fsafe__fsync(c->fd);
+		return fail(c->ib, -EINVAL, "message id");
+	if ((r = put_back(c->ib, c->fd, id)) < 0)
+		return fail(c->ib, r, "return to new/");
+	if ((r = fsafe__fsync(c->ib->newfd)) < 0)
+		return fail(c->ib, r, "fsync new/");
+	return fail(c->ib, fsafe__fsync(c->fd), "fsync claim directory");
 }
 
 /* ---- message accessors ----------------------------------------------------- */
 
-const char *fsafe_inbox_msg_id(const fsafe_inbox_msg *m) { return m->id; }
-const char *fsafe_inbox_msg_path(const fsafe_inbox_msg *m) { return m->path; }
-const void *fsafe_inbox_msg_data(const fsafe_inbox_msg *m) { return m->data; }
-size_t fsafe_inbox_msg_len(const fsafe_inbox_msg *m) { return m->len; }
-uint64_t fsafe_inbox_msg_seq(const fsafe_inbox_msg *m) { return m->seq; }
+const char *fsafe_inbox_msg_id(const fsafe_inbox_msg *m)
+{
+	assert(m);
+	return m->id;
+}
+
+const char *fsafe_inbox_msg_path(const fsafe_inbox_msg *m)
+{
+	assert(m);
+	return m->path;
+}
+
+const void *fsafe_inbox_msg_data(const fsafe_inbox_msg *m)
+{
+	assert(m);
+	return m->data;
+}
+
+size_t fsafe_inbox_msg_len(const fsafe_inbox_msg *m)
+{
+	assert(m);
+	return m->len;
+}
+
+uint64_t fsafe_inbox_msg_seq(const fsafe_inbox_msg *m)
+{
+	assert(m);
+	return m->seq;
+}
 
 void fsafe_inbox_msg_free(fsafe_inbox_msg *m)
 {
@@ -961,16 +1046,18 @@ int fsafe_inbox_wait(fsafe_inbox_consumer *c, uint64_t timeout_ms)
 	uint64_t slice = 1;
 	int r;
 
+	assert(c);
 	/* Watch before looking, so a delivery between the look and the
 	   sleep still wakes us. */
 	watch(c);
 	for (;;) {
 		if ((r = anything_new(c->ib)) != 0)
-			return r < 0 ? r : 0;
+			return r < 0 ? fail(c->ib, r, "list new/") : 0;
+		/* A timeout of 0 looks once and never sleeps. */
 		uint64_t spent = (uint64_t)(now_ms() - start);
-		if (timeout_ms != FSAFE_INBOX_FOREVER && spent >= timeout_ms)
-			return -ETIMEDOUT;
-		uint64_t left = timeout_ms == FSAFE_INBOX_FOREVER
+		if (timeout_ms != FSAFE_FOREVER && spent >= timeout_ms)
+			return fail(c->ib, -ETIMEDOUT, "wait (timed out)");
+		uint64_t left = timeout_ms == FSAFE_FOREVER
 		                        ? UINT64_MAX : timeout_ms - spent;
 		/* With inotify the slice only bounds a missed event (network
 		   filesystems send none); without it, backoff to 200 ms. */
@@ -1072,16 +1159,20 @@ int fsafe_inbox_recover(fsafe_inbox *ib, uint64_t stage_age_ms,
                         struct fsafe_inbox_recovery *out)
 {
 	struct recovery rc = { .ib = ib, .rep = { .size = sizeof(rc.rep) } };
-	int r = fsafe_sweep(ib->newfd, ".", stage_age_ms, 0, NULL, NULL);
+	const char *step = "sweep new/";
+	int r;
 
+	assert(ib);
+	/* An out struct we cannot fill is refused before anything moves. */
+	if (out && (r = FSAFE__OPTS_COPY_OUT(out, &rc.rep,
+	                                     FSAFE_INBOX_RECOVERY_SIZE_V0)) < 0)
+		return fail(ib, r, "recovery (size)");
+	r = fsafe_sweep(ib->newfd, ".", stage_age_ms, 0, NULL, NULL);
 	if (r >= 0) {
 		rc.rep.swept = (unsigned)r;
-		r = scan(ib->claimedfd, recover_entry, &rc);
+		r = scan(ib->claimedfd, recover_entry, &rc), step = "recover claims";
 	}
-	if (out) {
-		size_t n = out->size ? out->size : sizeof(rc.rep);
-		memcpy(out, &rc.rep, n < sizeof(rc.rep) ? n : sizeof(rc.rep));
-		out->size = n;
-	}
-	return r < 0 ? r : 0;
+	if (out)
+		FSAFE__OPTS_COPY_OUT(out, &rc.rep, FSAFE_INBOX_RECOVERY_SIZE_V0);
+	return r < 0 ? fail(ib, r, step) : 0;
 }

@@ -15,6 +15,7 @@
 #define _GNU_SOURCE
 #include "fsafe/spool.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -25,6 +26,7 @@
 
 #include "crc32c.h"
 #include "error.h"
+#include "opts.h"
 #include "spool.h"
 #include "sys.h"
 #include "target.h"
@@ -41,6 +43,9 @@
 #define WBUF (256u * 1024)
 #define DEFAULT_SEGMENT (64ull << 20)
 #define DEFAULT_RECORD (1u << 20)
+#define SEGMENT_LIMIT (1ull << 40)
+/* A segment's header and one frame's. */
+#define SEG_OVERHEAD (FSAFE__SEG_HDR + FSAFE__FRAME_HDR)
 
 /* ---- little-endian fields ------------------------------------------------ */
 
@@ -350,6 +355,8 @@ struct fsafe_spool {
 	uint64_t flushes, synced_flushes; /* pwrites done / covered by a sync */
 	bool syncing;
 	int broken;     /* sticky append error */
+	const char *step; /* the step of the last failure under mu */
+	struct fsafe_error *error; /* the caller's, from the open */
 	unsigned char *wbuf;
 	size_t wcap, wlen;
 	uint64_t cursor;
@@ -367,6 +374,15 @@ struct fsafe_spool_reader {
 	uint64_t seg_next; /* first sequence of the segment after it */
 	struct fsafe__scan sc;
 };
+
+/* A failed call on the handle (or a reader of it): its detail, to the
+   error member the open was given. */
+static int spool_fail(const fsafe_spool *s, int r, const char *step)
+{
+	if (r < 0)
+		fsafe__error_set(s->error, r, -r, step, false);
+	return r;
+}
 
 static int seg_push(fsafe_spool *s, uint64_t first)
 {
@@ -585,12 +601,15 @@ static int copy_out(fsafe_spool *s, int fd, const char *name, uint64_t from,
 
 /* ---- cursor --------------------------------------------------------------- */
 
-static int cursor_store(int dfd, uint64_t cursor)
+/* The writer names its own failed step in `error` (may be NULL). */
+static int cursor_store(int dfd, uint64_t cursor, struct fsafe_error *error)
 {
+	struct fsafe_write_opts wo = FSAFE_WRITE_OPTS_INIT;
 	unsigned char b[FSAFE__CURSOR_LEN];
 
+	wo.error = error;
 	fsafe__cursor_encode(b, cursor);
-	return fsafe_write_fileat(dfd, CURSOR_NAME, b, sizeof(b), NULL);
+	return fsafe_write_fileat(dfd, CURSOR_NAME, b, sizeof(b), &wo);
 }
 
 /* The stored cursor, or 0 when there is none. A cursor that is not a file
@@ -1136,23 +1155,48 @@ struct spool_opts {
 	void *damage_arg;
 };
 
-static int opts_load(struct spool_opts *o, const struct fsafe_spool_opts *in)
+/*
+ * The caller's options, with defaults for 0. A segment must hold its
+ * header and one frame of the longest record (a default max_record
+ * shrinks to that): a record larger than a segment would make segments
+ * of one record each, over the size asked for. Past SEGMENT_LIMIT a size
+ * is a mistake, not a plan (a damaged segment is copied whole).
+ */
+static int opts_load(struct spool_opts *o, const struct fsafe_spool_opts *in,
+                     const char **step)
 {
-	struct fsafe_spool_opts v = FSAFE_SPOOL_OPTS_INIT;
+	struct fsafe_spool_opts v;
+	int r = FSAFE__OPTS_COPY(&v, in, FSAFE_SPOOL_OPTS_SIZE_V0);
 
-	if (in) {
-		size_t n = in->size ? in->size : sizeof(v);
-		memcpy(&v, in, n < sizeof(v) ? n : sizeof(v));
-	}
 	o->flags = v.flags;
 	o->segment_size = v.segment_size ? v.segment_size : DEFAULT_SEGMENT;
-	o->max_record = v.max_record ? v.max_record : DEFAULT_RECORD;
-	o->error = v.error;
+	o->max_record = v.max_record;
+	if (!o->max_record && o->segment_size > SEG_OVERHEAD)
+		o->max_record = o->segment_size - SEG_OVERHEAD < DEFAULT_RECORD
+		                        ? (uint32_t)(o->segment_size - SEG_OVERHEAD)
+		                        : DEFAULT_RECORD;
+	/* A struct too large still has our layout's error member; one too
+	   small may lack it. */
+	o->error = r == -E2BIG ? in->error : v.error;
 	o->damage = v.damage;
 	o->damage_arg = v.damage_arg;
-	if ((v.flags & ~(unsigned)(FSAFE_SPOOL_CREATE | FSAFE_SPOOL_RDONLY)) ||
-	    o->max_record > FSAFE__RECORD_LIMIT)
+	*step = "options (size)";
+	if (r < 0)
+		return r;
+	*step = "options (flags)";
+	if (v.flags & ~(unsigned)(FSAFE_SPOOL_CREATE | FSAFE_SPOOL_RDONLY))
 		return -EINVAL;
+	*step = "options (max_record above 256 MiB)";
+	if (o->max_record > FSAFE__RECORD_LIMIT)
+		return -EINVAL;
+	*step = "options (segment_size below one record)";
+	if (o->segment_size <= SEG_OVERHEAD ||
+	    o->segment_size < SEG_OVERHEAD + (uint64_t)o->max_record)
+		return -EINVAL;
+	*step = "options (segment_size above 1 TiB)";
+	if (o->segment_size > SEGMENT_LIMIT)
+		return -EINVAL;
+	*step = "options";
 	return 0;
 }
 
@@ -1185,6 +1229,7 @@ static fsafe_spool *spool_new(const struct spool_opts *o)
 	s->dirfd = s->wfd = -1;
 	s->segment_size = o->segment_size;
 	s->max_record = o->max_record;
+	s->error = o->error;
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->cv, NULL);
 	return s;
@@ -1208,13 +1253,14 @@ int fsafe_spool_open(int dirfd, const char *path,
                      const struct fsafe_spool_opts *opts, fsafe_spool **out)
 {
 	struct spool_opts o;
-	const char *step = "options";
+	const char *step;
 	fsafe_spool *s = NULL;
-	int r = opts_load(&o, opts);
+	int r = opts_load(&o, opts, &step);
 
+	assert(out);
 	*out = NULL;
-	if (r == 0 && !path[0])
-		r = -EINVAL;
+	if (r == 0 && (!path || !path[0]))
+		r = -EINVAL, step = "path";
 	if (r == 0 && (o.flags & FSAFE_SPOOL_CREATE))
 		r = make_dir(dirfd, path, &step);
 	if (r == 0 && !(s = spool_new(&o)))
@@ -1262,6 +1308,7 @@ static int wbuf_flush(fsafe_spool *s)
 		                        (off_t)(s->tail + done));
 		if (n < 0 && errno == EINTR)
 			continue;
+		s->step = "write";
 		if (n < 0)
 			return -errno;
 		if (n == 0)
@@ -1297,6 +1344,7 @@ static int roll_over(fsafe_spool *s)
 	int r;
 
 	wait_sync_idle(s);
+	s->step = "roll over";
 	if (s->wfd >= 0) {
 		/* (Skipped when the last group commit already covered it.) */
 		if (s->flushes != s->synced_flushes &&
@@ -1390,6 +1438,7 @@ static int wait_durable(fsafe_spool *s, uint64_t gen)
 		s->syncing = false;
 		if (r < 0) {
 			s->broken = r;
+			s->step = "fdatasync";
 		} else if (target > s->synced_gen) {
 			s->synced_gen = target;
 			s->durable_seq = seq;
@@ -1427,13 +1476,17 @@ int fsafe_spool_append(fsafe_spool *s, const struct iovec *recs, size_t n,
 {
 	uint64_t first;
 
+	assert(s && (recs || !n));
 	if (s->rdonly)
-		return -EBADF;
+		return spool_fail(s, -EBADF, "append (read-only)");
 	for (size_t i = 0; i < n; i++)
 		if (recs[i].iov_len > s->max_record)
-			return -EMSGSIZE;
+			return spool_fail(s, -EMSGSIZE,
+			                  "append (record above max_record)");
 	pthread_mutex_lock(&s->mu);
 	int r = append_locked(s, recs, n, &first);
+	if (r < 0)
+		spool_fail(s, r, s->step ? s->step : "append");
 	pthread_mutex_unlock(&s->mu);
 	if (r == 0 && first_seq)
 		*first_seq = first;
@@ -1445,11 +1498,12 @@ int fsafe_spool_append(fsafe_spool *s, const struct iovec *recs, size_t n,
 int fsafe_spool_reader_open(fsafe_spool *s, uint64_t from,
                             fsafe_spool_reader **out)
 {
+	assert(s && out);
 	fsafe_spool_reader *r = calloc(1, sizeof(*r));
 
 	*out = NULL;
 	if (!r)
-		return -ENOMEM;
+		return spool_fail(s, -ENOMEM, "allocate");
 	r->s = s;
 	r->sc.fd = -1;
 	pthread_mutex_lock(&s->mu);
@@ -1525,8 +1579,8 @@ static bool rolled_past(fsafe_spool *s, uint64_t first)
 	return yes;
 }
 
-int fsafe_spool_next(fsafe_spool_reader *r, const void **data, size_t *len,
-                     uint64_t *seq)
+static int reader_next(fsafe_spool_reader *r, const void **data, size_t *len,
+                       uint64_t *seq)
 {
 	fsafe_spool *s = r->s;
 
@@ -1578,19 +1632,30 @@ int fsafe_spool_next(fsafe_spool_reader *r, const void **data, size_t *len,
 	}
 }
 
+int fsafe_spool_next(fsafe_spool_reader *r, const void **data, size_t *len,
+                     uint64_t *seq)
+{
+	assert(r && data && len && seq);
+	int e = reader_next(r, data, len, seq);
+
+	/* Segments are opened and read, nothing else can fail here. */
+	return e < 0 ? spool_fail(r->s, e, "read segment") : e;
+}
+
 /* ---- ack, stat ---------------------------------------------------------------- */
 
 int fsafe_spool_ack(fsafe_spool *s, uint64_t seq)
 {
+	assert(s);
 	if (s->rdonly)
-		return -EBADF;
+		return spool_fail(s, -EBADF, "ack (read-only)");
 	pthread_mutex_lock(&s->mu);
 	uint64_t cursor = seq >= s->durable_seq ? s->durable_seq : seq + 1;
 	uint64_t old = s->cursor;
 	pthread_mutex_unlock(&s->mu);
 	if (cursor <= old)
 		return 0;
-	int r = cursor_store(s->dirfd, cursor);
+	int r = cursor_store(s->dirfd, cursor, s->error);
 	if (r < 0)
 		return r; /* FSAFE_ENOTDURABLE too: keep every segment */
 	pthread_mutex_lock(&s->mu);
@@ -1637,8 +1702,8 @@ static uint64_t quarantine_entries(fsafe_spool *s)
 int fsafe_spool_stat(fsafe_spool *s, struct fsafe_spool_stat *out)
 {
 	struct fsafe_spool_stat st = FSAFE_SPOOL_STAT_INIT;
-	size_t n = out->size ? out->size : sizeof(st);
 
+	assert(s && out);
 	pthread_mutex_lock(&s->mu);
 	st.cursor = s->cursor;
 	st.next_seq = s->durable_seq;
@@ -1655,9 +1720,8 @@ int fsafe_spool_stat(fsafe_spool *s, struct fsafe_spool_stat *out)
 	st.cursor_ahead = s->cursor_ahead;
 	st.quarantine_entries = quarantine_entries(s);
 	pthread_mutex_unlock(&s->mu);
-	memcpy(out, &st, n < sizeof(st) ? n : sizeof(st));
-	out->size = n;
-	return 0;
+	int r = FSAFE__OPTS_COPY_OUT(out, &st, FSAFE_SPOOL_STAT_SIZE_V0);
+	return spool_fail(s, r, "stat (size)");
 }
 
 /* ---- check, repair --------------------------------------------------------------- */
@@ -1667,8 +1731,9 @@ int fsafe_spool_check(int dirfd, const char *path, fsafe_damage_fn fn,
 {
 	struct fsafe_spool_opts o = FSAFE_SPOOL_OPTS_INIT;
 	struct spool_opts so;
+	const char *step;
 
-	opts_load(&so, &o);
+	opts_load(&so, &o, &step);
 	fsafe_spool *s = spool_new(&so);
 	if (!s)
 		return -ENOMEM;

@@ -217,7 +217,7 @@ static int do_put(fsafe_inbox *ib, const struct inbox_args *a)
 static int take_waiting(fsafe_inbox_consumer *c, const struct inbox_args *a,
                         fsafe_inbox_msg **m)
 {
-	uint64_t limit = a->timeout_ms ? a->timeout_ms : FSAFE_INBOX_FOREVER;
+	uint64_t limit = a->timeout_ms ? a->timeout_ms : FSAFE_FOREVER;
 	int r;
 
 	while ((r = fsafe_inbox_take(c, m)) == -EAGAIN && a->wait)

@@ -46,7 +46,8 @@ typedef struct fsafe_checkpoint_tx fsafe_checkpoint_tx;
 typedef struct fsafe_checkpoint_stream fsafe_checkpoint_stream;
 typedef struct fsafe_checkpoint_snapshot fsafe_checkpoint_snapshot;
 
-/* Longest file name and revision string, in bytes. */
+/* Longest file name and revision string, in bytes (a longer revision is
+   refused by open with -EINVAL, step "revision (too long)"). */
 #define FSAFE_CHECKPOINT_NAME_MAX 255
 #define FSAFE_CHECKPOINT_REVISION_MAX 1024
 /* Default number of generations kept. */
@@ -72,13 +73,23 @@ struct fsafe_checkpoint_opts {
 	unsigned flags;       /* FSAFE_CHECKPOINT_* open flags */
 	unsigned keep;        /* generations kept; 0: FSAFE_CHECKPOINT_KEEP */
 	/* The caller's writer revision (a version string), stored with each
-	   commit and compared on load; NULL: "". No control characters. */
+	   commit and compared on load; NULL: "". At most
+	   FSAFE_CHECKPOINT_REVISION_MAX bytes, no control characters (a
+	   newline included): else open fails with -EINVAL, step "revision
+	   (too long)" or "revision (control character)". */
 	const char *revision;
 	mode_t mode;          /* files' mode before umask; 0: 0666 */
+	/* Optional: filled in when the open fails, and kept by the handle:
+	   every later call on it, or on a transaction or stream made from
+	   it, that fails fills it too (step and errno). */
+	struct fsafe_error *error;
 };
 
 #define FSAFE_CHECKPOINT_OPTS_INIT \
 	FSAFE__INIT(struct fsafe_checkpoint_opts)
+#define FSAFE_CHECKPOINT_OPTS_SIZE_V0                               \
+	(offsetof(struct fsafe_checkpoint_opts, error) +            \
+	 sizeof(((struct fsafe_checkpoint_opts *)0)->error))
 
 /*
  * Open the checkpoint directory `path` (relative to `dirfd`). Takes its
@@ -185,6 +196,9 @@ struct fsafe_checkpoint_load_opts {
 
 #define FSAFE_CHECKPOINT_LOAD_OPTS_INIT \
 	FSAFE__INIT(struct fsafe_checkpoint_load_opts)
+#define FSAFE_CHECKPOINT_LOAD_OPTS_SIZE_V0                          \
+	(offsetof(struct fsafe_checkpoint_load_opts, damage) +      \
+	 sizeof(((struct fsafe_checkpoint_load_opts *)0)->damage))
 
 /*
  * Load a generation, checking every file's size and SHA-256. Returns 0 or
@@ -307,6 +321,10 @@ struct fsafe_checkpoint_event {
 FSAFE_API const char *fsafe_checkpoint_event_name(
 	enum fsafe_checkpoint_event_kind kind);
 
+/* Called once per event; 0 goes on, anything else stops the walk. */
+typedef int (*fsafe_checkpoint_event_fn)(const struct fsafe_checkpoint_event *e,
+                                         void *arg);
+
 /*
  * Call `fn` for each intact event of the checkpoint in `path`, in order,
  * without taking the lock. A damaged record (a torn tail after a power
@@ -314,10 +332,9 @@ FSAFE_API const char *fsafe_checkpoint_event_name(
  * to go on, anything else to stop (and that is returned). Returns 0,
  * -ENOENT when there is no log, or another negative errno.
  */
-FSAFE_API int fsafe_checkpoint_events(
-	int dirfd, const char *path,
-	int (*fn)(const struct fsafe_checkpoint_event *e, void *arg),
-	void *arg, size_t *damaged);
+FSAFE_API int fsafe_checkpoint_events(int dirfd, const char *path,
+                                      fsafe_checkpoint_event_fn fn,
+                                      void *arg, size_t *damaged);
 
 #ifdef __cplusplus
 }

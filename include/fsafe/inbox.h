@@ -69,9 +69,6 @@ typedef struct fsafe_inbox_msg fsafe_inbox_msg;
 #define FSAFE_INBOX_NAME_MAX 64
 /* The default limit on a message's payload: 64 MiB. */
 #define FSAFE_INBOX_MAX_DEFAULT (64ull << 20)
-/* fsafe_inbox_wait without a limit. */
-#define FSAFE_INBOX_FOREVER UINT64_MAX
-
 enum {
 	/* Create the inbox directory and its subdirectories if missing
 	   (durably). The inbox's parent must exist. */
@@ -92,9 +89,16 @@ struct fsafe_inbox_opts {
 	/* Passed to the writer that delivers (only FSAFE_NO_TMPFILE and
 	   FSAFE_NO_RENAMEAT2 are allowed, for filesystems and tests). */
 	unsigned write_flags;
+	/* Optional: filled in when the open fails, and kept by the handle:
+	   every later call on it, or on a consumer made from it, that fails
+	   fills it too (step and errno). */
+	struct fsafe_error *error;
 };
 
 #define FSAFE_INBOX_OPTS_INIT FSAFE__INIT(struct fsafe_inbox_opts)
+#define FSAFE_INBOX_OPTS_SIZE_V0                                    \
+	(offsetof(struct fsafe_inbox_opts, error) +                 \
+	 sizeof(((struct fsafe_inbox_opts *)0)->error))
 
 /*
  * Open the inbox `path` relative to `dirfd`. Returns 0; -ENOENT when it is
@@ -145,7 +149,8 @@ FSAFE_API int fsafe_inbox_take(fsafe_inbox_consumer *c, fsafe_inbox_msg **out);
 
 /*
  * Block until new/ may hold something to take, or `timeout_ms` passed
- * (-ETIMEDOUT). inotify is only a hint: without it (or with
+ * (-ETIMEDOUT). 0 does not wait: new/ is looked at once. FSAFE_FOREVER
+ * waits without limit. inotify is only a hint: without it (or with
  * FSAFE_INBOX_NO_INOTIFY) this polls with a bounded backoff.
  */
 FSAFE_API int fsafe_inbox_wait(fsafe_inbox_consumer *c, uint64_t timeout_ms);
@@ -183,11 +188,18 @@ struct fsafe_inbox_recovery {
 	                        record unknown or unreadable */
 };
 
+#define FSAFE_INBOX_RECOVERY_INIT FSAFE__INIT(struct fsafe_inbox_recovery)
+#define FSAFE_INBOX_RECOVERY_SIZE_V0                                \
+	(offsetof(struct fsafe_inbox_recovery, unjudged) +          \
+	 sizeof(((struct fsafe_inbox_recovery *)0)->unjudged))
+
 /*
  * Return the claims of process consumers proven dead to new/, remove their
  * directories, and sweep staging files older than `stage_age_ms` (a live
  * writer's are never swept). Safe to run at any time, concurrently with
- * everything else. `out` may be NULL. Returns 0 or a negative errno.
+ * everything else. `out` may be NULL (else out->size set by the caller, as
+ * with the option structs: -EINVAL below FSAFE_INBOX_RECOVERY_SIZE_V0).
+ * Returns 0 or a negative errno.
  */
 FSAFE_API int fsafe_inbox_recover(fsafe_inbox *ib, uint64_t stage_age_ms,
                                   struct fsafe_inbox_recovery *out);

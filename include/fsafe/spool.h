@@ -81,16 +81,26 @@ struct fsafe_spool_opts {
 	size_t size;           /* sizeof(struct fsafe_spool_opts), or 0 */
 	unsigned flags;        /* FSAFE_SPOOL_* */
 	uint64_t segment_size; /* roll over to a new segment past this many
-	                          bytes; 0: 64 MiB */
+	                          bytes; 0: 64 MiB. It must hold a header and
+	                          one frame of the longest record: more than
+	                          64 bytes and at least max_record + 64; at
+	                          most 1 TiB. Else open fails with -EINVAL */
 	uint32_t max_record;   /* longest record appended (bytes); 0: 1 MiB,
-	                          at most 256 MiB */
-	struct fsafe_error *error; /* optional: filled in on failure */
+	                          or segment_size - 64 when that is less; at
+	                          most 256 MiB (-EINVAL above) */
+	/* Optional: filled in when the open fails, and kept by the handle:
+	   every later call on it, or on a reader made from it, that fails
+	   fills it too (step and errno). */
+	struct fsafe_error *error;
 	fsafe_damage_fn damage;    /* optional: called for each problem that
 	                              opening finds and repairs */
 	void *damage_arg;
 };
 
 #define FSAFE_SPOOL_OPTS_INIT FSAFE__INIT(struct fsafe_spool_opts)
+#define FSAFE_SPOOL_OPTS_SIZE_V0                                    \
+	(offsetof(struct fsafe_spool_opts, damage_arg) +            \
+	 sizeof(((struct fsafe_spool_opts *)0)->damage_arg))
 
 /* Open (and recover) the spool in directory `path` relative to `dirfd`. */
 FSAFE_API int fsafe_spool_open(int dirfd, const char *path,
@@ -164,8 +174,12 @@ struct fsafe_spool_stat {
 };
 
 #define FSAFE_SPOOL_STAT_INIT FSAFE__INIT(struct fsafe_spool_stat)
+#define FSAFE_SPOOL_STAT_SIZE_V0                                    \
+	(offsetof(struct fsafe_spool_stat, quarantine_entries) +    \
+	 sizeof(((struct fsafe_spool_stat *)0)->quarantine_entries))
 
-/* Fill `st` (st->size set by the caller, as with the option structs). */
+/* Fill `st` (st->size set by the caller, as with the option structs:
+   -EINVAL below FSAFE_SPOOL_STAT_SIZE_V0). */
 FSAFE_API int fsafe_spool_stat(fsafe_spool *s, struct fsafe_spool_stat *st);
 
 /*

@@ -18,6 +18,7 @@ int main()
 	struct fsafe_checkpoint_opts c = FSAFE_CHECKPOINT_OPTS_INIT;
 	struct fsafe_checkpoint_load_opts cl = FSAFE_CHECKPOINT_LOAD_OPTS_INIT;
 	struct fsafe_inbox_opts i = FSAFE_INBOX_OPTS_INIT;
+	struct fsafe_inbox_recovery ir = FSAFE_INBOX_RECOVERY_INIT;
 	struct fsafe_lock_opts l = FSAFE_LOCK_OPTS_INIT;
 	struct fsafe_spool_opts s = FSAFE_SPOOL_OPTS_INIT;
 	struct fsafe_spool_stat ss = FSAFE_SPOOL_STAT_INIT;
@@ -30,5 +31,12 @@ int main()
 	         cl.size == sizeof(cl) && i.size == sizeof(i) &&
 	         l.size == sizeof(l) && l.timeout_ms == 0 &&
 	         s.size == sizeof(s) && ss.size == sizeof(ss) &&
-	         st.size == sizeof(st) && sl.size == sizeof(sl));
+	         st.size == sizeof(st) && sl.size == sizeof(sl) &&
+	         ir.size == sizeof(ir) &&
+	         FSAFE_INBOX_OPTS_SIZE_V0 <= sizeof(i) &&
+	         FSAFE_INBOX_RECOVERY_SIZE_V0 <= sizeof(ir) &&
+	         FSAFE_SPOOL_OPTS_SIZE_V0 <= sizeof(s) &&
+	         FSAFE_SPOOL_STAT_SIZE_V0 <= sizeof(ss) &&
+	         FSAFE_CHECKPOINT_OPTS_SIZE_V0 <= sizeof(c) &&
+	         FSAFE_CHECKPOINT_LOAD_OPTS_SIZE_V0 <= sizeof(cl));
 }
