@@ -164,6 +164,14 @@ static void lock_dir_fills_error(void **state)
 	assert_int_equal(fsafe_store_put(c->s, "k", 1, "v", 1, NULL),
 	                 -ENOTDIR);
 	expect_detail(c, -ENOTDIR, ENOTDIR, "open the store's lock directory");
+	/* A symbolic link there, even to a directory, is never followed:
+	   the same -ENOTDIR (store.h), not -ELOOP. */
+	char p[4400];
+	snprintf(p, sizeof(p), "%s/.lock", c->dir);
+	assert_int_equal(unlink(p), 0);
+	assert_int_equal(symlink(c->scratch, p), 0);
+	assert_int_equal(fsafe_store_delete(c->s, "k", 1), -ENOTDIR);
+	expect_detail(c, -ENOTDIR, ENOTDIR, "open the store's lock directory");
 }
 
 /* The last call named `name` since the plan was installed; 0 if none. */
