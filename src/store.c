@@ -428,7 +428,9 @@ static int next_version(const fsafe_store *s, const char *name,
 	*v = r == 0 && rec.version + 1 ? rec.version + 1 : 1;
 	if (r == -EBADMSG && why == WHY_DIR)
 		return quarantine_dir(s, name);
-	return r == 0 || r == -ENOENT || r == -EBADMSG ? 0 : read_fail(s, r, why);
+	if (r == 0 || r == -ENOENT || r == -EBADMSG)
+		return 0;
+	return read_fail(s, r, why);
 }
 
 static void set_version(uint64_t *out, uint64_t v)
@@ -484,8 +486,8 @@ int fsafe_store_put_if(fsafe_store *s, const void *key, size_t klen,
 		return r;
 	r = current_version(s, name, key, klen, &cur);
 	if (r == -EBADMSG || (r == 0 && cur != expected))
-		return store_unlock(s, l,
-		                    fail(s, FSAFE_ECONFLICT, "compare version"));
+		return store_unlock(s, l, fail(s, FSAFE_ECONFLICT,
+		                               "compare version"));
 	if (r < 0)
 		return store_unlock(s, l, read_fail(s, r, NULL));
 	r = rec_write(s, name, key, klen, cur + 1, buf ? buf : "", len);
@@ -530,7 +532,8 @@ static int update_apply(const fsafe_store *s, const char *name,
 	if (verdict != FSAFE_STORE_WRITE)
 		return fail(s, -EINVAL, "update callback's verdict");
 	if (nb == UNSET || nl == SIZE_MAX || (!nb && nl))
-		return fail(s, -EINVAL, "update callback's new value (not set)");
+		return fail(s, -EINVAL,
+		            "update callback's new value (not set)");
 	uint64_t v = old && old->version + 1 ? old->version + 1 : 1;
 	r = rec_write(s, name, key, klen, v, nb ? nb : "", nl);
 	if (r == 0 || r == FSAFE_ENOTDURABLE)
