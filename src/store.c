@@ -7,13 +7,16 @@
 #define _GNU_SOURCE
 #include "fsafe/store.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "crc32c.h"
+#include "error.h"
 #include "fsafe/lock.h"
+#include "opts.h"
 #include "store_check.h"
 #include "store_record.h"
 #include "sys.h"
@@ -36,7 +39,20 @@ struct fsafe_store {
 	mode_t mode;
 	uint64_t lock_timeout_ms;
 	unsigned swept;
+	/* The caller's door for error detail (the options' `error`). */
+	struct fsafe_error *error;
+	/* The lock is held through this handle: a change from inside an
+	   update callback would wait for itself. */
+	bool locked;
 };
+
+/* A failed step of a call on the handle, told through its error door.
+   FSAFE_E* codes are no system call's errno: sys_errno 0 for them. */
+static int fail(const fsafe_store *s, int r, const char *step)
+{
+	fsafe__error_set(s->error, r, r > -4096 ? -r : 0, step, false);
+	return r;
+}
 
 /* ---- keys and names ------------------------------------------------------ */
 
@@ -46,6 +62,7 @@ static int key_check(const void *key, size_t klen)
 		return -EINVAL;
 	return klen > FSAFE_STORE_KEY_MAX ? -ENAMETOOLONG : 0;
 }
+
 
 /* "k-" + lowercase hex: case-safe, no '/', no leading '.', and ordered as
    the key bytes are. */
@@ -64,6 +81,18 @@ static int key_name(const void *key, size_t klen, char name[NAME_CAP])
 	}
 	name[KEY_PREFIX_LEN + 2 * klen] = '\0';
 	return 0;
+}
+
+/* The checks every keyed call starts with: the key's name, and a buffer
+   that is there when it has a length. */
+static int key_args(const fsafe_store *s, const void *key, size_t klen,
+                    const void *buf, size_t len, char name[NAME_CAP])
+{
+	int r = key_name(key, klen, name);
+
+	if (r < 0)
+		return fail(s, r, "key");
+	return !buf && len ? fail(s, -EINVAL, "buffer") : 0;
 }
 
 static int hex_digit(char c)
@@ -194,6 +223,14 @@ static int rec_body(int fd, struct fsafe__rec *rec, struct rec_read *rr)
 	return r;
 }
 
+/* What a directory at a key's name is, as check and repair say it (a put
+   or delete tells it by this address). */
+static const char WHY_DIR[] = "not a regular file (directory)";
+
+/* An update callback's *new_buf before it sets it. */
+static const char unset_mark;
+#define UNSET ((const void *)&unset_mark)
+
 /* Why a name that is no regular file is no record (lstat tells a FIFO
    from a device; it never opens anything). */
 static const char *not_regular(int dirfd, const char *name, int r)
@@ -205,7 +242,7 @@ static const char *not_regular(int dirfd, const char *name, int r)
 	    S_ISFIFO(st.st_mode))
 		return "not a regular file (FIFO)";
 	return r == -ELOOP    ? "not a regular file (symbolic link)"
-	       : r == -EISDIR ? "not a regular file (directory)"
+	       : r == -EISDIR ? WHY_DIR
 	       : r == -ENXIO  ? "not a regular file (socket)"
 	                      : "not a regular file (device)";
 }
@@ -248,47 +285,69 @@ static int rec_read(int dirfd, const char *name, const void *key,
 
 /* ---- changing records (under the lock) ----------------------------------- */
 
-static int lock_in(int lfd, const fsafe_store *s, fsafe_lock **l)
+/* The store's wait (0: its default) as the lock module counts it; the
+   lock takes no more than UINT64_MAX / 10^6 ms (584 years), which is
+   "without limit" for any caller. */
+static uint64_t lock_wait_ms(uint64_t timeout_ms)
+{
+	if (timeout_ms == 0)
+		return FSAFE_STORE_LOCK_TIMEOUT_MS;
+	return timeout_ms > UINT64_MAX / 1000000 ? UINT64_MAX / 1000000
+	                                         : timeout_ms;
+}
+
+static int lock_in(int lfd, fsafe_store *s, fsafe_lock **l)
 {
 	struct fsafe_lock_opts o = FSAFE_LOCK_OPTS_INIT;
 
 	o.flags = s->flags & FSAFE_STORE_LOCK_KERNEL ? FSAFE_LOCK_KERNEL : 0;
-	o.timeout_ms = s->lock_timeout_ms;
+	o.timeout_ms = lock_wait_ms(s->lock_timeout_ms);
 	int r = fsafe_lock_acquire(lfd, FSAFE__STORE_LOCK_FILE, &o, l);
 	fsafe__close(lfd);
-	return r;
+	if (r == -ETIMEDOUT)
+		return fail(s, r, "wait for the store's lock");
+	if (r < 0)
+		return fail(s, r, "take the store's lock");
+	s->locked = true;
+	return 0;
 }
 
 /* The lock's directory is never followed out of the store: a symbolic
-   link or a file at its name fails every change (-ELOOP / -ENOTDIR) until
-   repair quarantines it. */
-static int store_lock(const fsafe_store *s, fsafe_lock **l)
+   link or a file at its name fails every change (-ENOTDIR) until repair
+   quarantines it. */
+static int store_lock(fsafe_store *s, fsafe_lock **l)
 {
-	int lfd = fsafe__open_subdir(s->dirfd, FSAFE__STORE_LOCK_DIR);
+	static const char open_step[] = "open the store's lock directory";
 
+	if (s->locked)
+		return fail(s, -EDEADLK, "store's lock already held by this "
+		                         "handle");
+	int lfd = fsafe__open_subdir(s->dirfd, FSAFE__STORE_LOCK_DIR);
 	if (lfd >= 0)
 		return lock_in(lfd, s, l);
 	if (lfd != -ENOENT)
-		return lfd;
+		return fail(s, lfd, open_step);
 	/* Made on first use, so that opening writes nothing; it need not
 	   be durable: a lock is never held across a power cut. */
 	int r = fsafe__mkdirat(s->dirfd, FSAFE__STORE_LOCK_DIR, 0777);
 	if (r < 0 && r != -EEXIST)
-		return r;
+		return fail(s, r, "make the store's lock directory");
 	lfd = fsafe__open_subdir(s->dirfd, FSAFE__STORE_LOCK_DIR);
-	return lfd < 0 ? lfd : lock_in(lfd, s, l);
+	return lfd < 0 ? fail(s, lfd, open_step) : lock_in(lfd, s, l);
 }
 
 /* Release; the change's result stands whatever the release says (a lost
    lock cannot undo a published record). */
-static int store_unlock(fsafe_lock *l, int r)
+static int store_unlock(fsafe_store *s, fsafe_lock *l, int r)
 {
 	fsafe_lock_release(l);
+	s->locked = false;
 	return r;
 }
 
-/* Publish header + key + payload through the writer. A symbolic link at
-   the name is replaced, never followed out of the store. */
+/* Publish header + key + payload through the writer, which tells its
+   failed step through the handle's door. A symbolic link at the name is
+   replaced, never followed out of the store. */
 static int rec_write(const fsafe_store *s, const char *name, const void *key,
                      size_t klen, uint64_t version, const void *buf,
                      size_t len)
@@ -301,6 +360,7 @@ static int rec_write(const fsafe_store *s, const char *name, const void *key,
 
 	o.flags = s->write_flags | FSAFE_NO_FOLLOW;
 	o.mode = s->mode;
+	o.error = s->error;
 	if ((r = fsafe_writer_open(s->dirfd, name, &o, &w)) < 0)
 		return r;
 	if ((r = fsafe_writer_write(w, h, hl)) < 0 ||
@@ -311,30 +371,66 @@ static int rec_write(const fsafe_store *s, const char *name, const void *key,
 	return fsafe_writer_commit(w);
 }
 
+/* A directory at a key's name: no rename replaces it and its contents are
+   not ours to delete, so it goes into quarantine/ as repair would move
+   it, and the key's name is free again. */
+static int quarantine_dir(const fsafe_store *s, const char *name)
+{
+	bool sync = !(s->write_flags & FSAFE_NO_SYNC);
+	char dest[NAME_CAP + 16];
+	int qfd = fsafe__quarantine_open(s->dirfd, sync);
+	int r = qfd < 0 ? qfd
+	                : fsafe__quarantine_move(s->dirfd, name, qfd, WHY_DIR,
+	                                         sync, dest, sizeof(dest));
+
+	if (qfd >= 0)
+		fsafe__close(qfd);
+	return r < 0 ? fail(s, r, "quarantine the directory at the key's name")
+	             : 0;
+}
+
 static int rec_unlink(const fsafe_store *s, const char *name)
 {
 	int r = fsafe__unlinkat(s->dirfd, name, 0);
 
+	if (r == -EISDIR)
+		return quarantine_dir(s, name);
 	if (r < 0)
-		return r;
+		return fail(s, r, "unlink record");
 	if (s->write_flags & FSAFE_NO_SYNC)
 		return 0;
-	return fsafe__fsync(s->dirfd) < 0 ? FSAFE_ENOTDURABLE : 0;
+	r = fsafe__fsync(s->dirfd);
+	if (r < 0)
+		fsafe__error_set(s->error, FSAFE_ENOTDURABLE, -r,
+		                 "fsync directory", true);
+	return r < 0 ? FSAFE_ENOTDURABLE : 0;
+}
+
+/* A record that could not be read, through the handle's door: an invalid
+   one names what is wrong with it. */
+static int read_fail(const fsafe_store *s, int r, const char *why)
+{
+	return fail(s, r, r == -EBADMSG && why ? why : "read record");
 }
 
 /* The next version after the current record's (header-checked only: a
-   plain put overwrites whatever is there, even an invalid record). An
-   error reading it fails the put: restarting at 1 could let a stale
-   compare-and-swap through. */
+   plain put overwrites whatever is there, even an invalid record, and
+   quarantines a directory). An error reading it fails the put: restarting
+   at 1 could let a stale compare-and-swap through. */
 static int next_version(const fsafe_store *s, const char *name,
                         const void *key, size_t klen, uint64_t *v)
 {
 	struct rec_read rr = { .mode = 0 };
 	struct fsafe__rec rec;
-	int r = rec_read(s->dirfd, name, key, klen, &rec, &rr);
+	const char *why;
+	int r = rec_read_why(s->dirfd, name, key, klen, &rec, &rr, &why);
 
 	*v = r == 0 && rec.version + 1 ? rec.version + 1 : 1;
-	return r == 0 || r == -ENOENT || r == -EBADMSG ? 0 : r;
+	if (r == -EBADMSG && why == WHY_DIR)
+		return quarantine_dir(s, name);
+	if (r == 0 || r == -ENOENT || r == -EBADMSG)
+		return 0;
+	return read_fail(s, r, why);
 }
 
 static void set_version(uint64_t *out, uint64_t v)
@@ -348,21 +444,19 @@ int fsafe_store_put(fsafe_store *s, const void *key, size_t klen,
 {
 	char name[NAME_CAP];
 	fsafe_lock *l;
+	uint64_t v;
 	int r;
 
-	if ((r = key_name(key, klen, name)) < 0)
+	assert(s);
+	if ((r = key_args(s, key, klen, buf, len, name)) < 0 ||
+	    (r = store_lock(s, &l)) < 0)
 		return r;
-	if (!s || (!buf && len))
-		return -EINVAL;
-	if ((r = store_lock(s, &l)) < 0)
-		return r;
-	uint64_t v;
 	if ((r = next_version(s, name, key, klen, &v)) < 0)
-		return store_unlock(l, r);
+		return store_unlock(s, l, r);
 	r = rec_write(s, name, key, klen, v, buf ? buf : "", len);
 	if (r == 0 || r == FSAFE_ENOTDURABLE)
 		set_version(version, v);
-	return store_unlock(l, r);
+	return store_unlock(s, l, r);
 }
 
 /* The current record's version, fully verified; 0 when there is none. */
@@ -386,21 +480,20 @@ int fsafe_store_put_if(fsafe_store *s, const void *key, size_t klen,
 	uint64_t cur;
 	int r;
 
-	if ((r = key_name(key, klen, name)) < 0)
-		return r;
-	if (!s || (!buf && len))
-		return -EINVAL;
-	if ((r = store_lock(s, &l)) < 0)
+	assert(s);
+	if ((r = key_args(s, key, klen, buf, len, name)) < 0 ||
+	    (r = store_lock(s, &l)) < 0)
 		return r;
 	r = current_version(s, name, key, klen, &cur);
 	if (r == -EBADMSG || (r == 0 && cur != expected))
-		return store_unlock(l, -ESTALE);
+		return store_unlock(s, l, fail(s, FSAFE_ECONFLICT,
+		                               "compare version"));
 	if (r < 0)
-		return store_unlock(l, r);
+		return store_unlock(s, l, read_fail(s, r, NULL));
 	r = rec_write(s, name, key, klen, cur + 1, buf ? buf : "", len);
 	if (r == 0 || r == FSAFE_ENOTDURABLE)
 		set_version(version, cur + 1);
-	return store_unlock(l, r);
+	return store_unlock(s, l, r);
 }
 
 int fsafe_store_delete(fsafe_store *s, const void *key, size_t klen)
@@ -409,48 +502,67 @@ int fsafe_store_delete(fsafe_store *s, const void *key, size_t klen)
 	fsafe_lock *l;
 	int r;
 
-	if ((r = key_name(key, klen, name)) < 0)
+	assert(s);
+	if ((r = key_args(s, key, klen, NULL, 0, name)) < 0 ||
+	    (r = store_lock(s, &l)) < 0)
 		return r;
-	if (!s)
-		return -EINVAL;
-	if ((r = store_lock(s, &l)) < 0)
-		return r;
-	return store_unlock(l, rec_unlink(s, name));
+	return store_unlock(s, l, rec_unlink(s, name));
 }
 
-/* Under the lock: the callback's verdict carried out. */
-static int update_locked(fsafe_store *s, const char *name, const void *key,
-                         size_t klen, fsafe_store_update_fn fn, void *arg,
-                         uint64_t *version)
+/* What the callback asked for, carried out: a verdict is never 0, and a
+   write names its new value, so a callback that forgot both changes
+   nothing. */
+static int update_apply(const fsafe_store *s, const char *name,
+                        const void *key, size_t klen, int verdict,
+                        const void *nb, size_t nl,
+                        const struct fsafe__rec *old, uint64_t *version)
 {
-	struct rec_read rr = { .mode = 2 };
-	struct fsafe__rec rec = { 0 };
-	const void *nb = NULL;
-	size_t nl = 0;
-	int r = rec_read(s->dirfd, name, key, klen, &rec, &rr);
+	int r;
 
-	if (r < 0 && r != -ENOENT)
-		return r;
-	bool exists = r == 0;
-	set_version(version, exists ? rec.version : 0);
-	r = fn(arg, exists ? rr.out : NULL, exists ? (size_t)rec.len : 0, &nb,
-	       &nl);
-	free(rr.out);
-	if (r < 0 || r == FSAFE_STORE_KEEP)
-		return r < 0 ? r : 0;
-	if (r == FSAFE_STORE_REMOVE) {
-		r = exists ? rec_unlink(s, name) : 0;
+	if (verdict < 0)
+		return fail(s, verdict, "update callback");
+	if (verdict == FSAFE_STORE_KEEP)
+		return 0;
+	if (verdict == FSAFE_STORE_DELETE) {
+		r = old ? rec_unlink(s, name) : 0;
 		if (r == 0 || r == FSAFE_ENOTDURABLE)
 			set_version(version, 0);
 		return r;
 	}
-	if (r != FSAFE_STORE_WRITE || (!nb && nl))
-		return -EINVAL;
-	uint64_t v = exists && rec.version + 1 ? rec.version + 1 : 1;
+	if (verdict != FSAFE_STORE_WRITE)
+		return fail(s, -EINVAL, "update callback's verdict");
+	if (nb == UNSET || nl == SIZE_MAX || (!nb && nl))
+		return fail(s, -EINVAL,
+		            "update callback's new value (not set)");
+	uint64_t v = old && old->version + 1 ? old->version + 1 : 1;
 	r = rec_write(s, name, key, klen, v, nb ? nb : "", nl);
 	if (r == 0 || r == FSAFE_ENOTDURABLE)
 		set_version(version, v);
 	return r;
+}
+
+/* Under the lock: the current record read, the callback asked. */
+static int update_locked(const fsafe_store *s, const char *name,
+                         const void *key, size_t klen,
+                         fsafe_store_update_fn fn, void *arg,
+                         uint64_t *version)
+{
+	struct rec_read rr = { .mode = 2 };
+	struct fsafe__rec rec = { 0 };
+	const void *nb = UNSET;
+	size_t nl = SIZE_MAX;
+	const char *why;
+	int r = rec_read_why(s->dirfd, name, key, klen, &rec, &rr, &why);
+
+	if (r < 0 && r != -ENOENT)
+		return read_fail(s, r, why);
+	bool exists = r == 0;
+	set_version(version, exists ? rec.version : 0);
+	r = fn(exists ? rr.out : NULL, exists ? (size_t)rec.len : 0, &nb, &nl,
+	       arg);
+	free(rr.out);
+	return update_apply(s, name, key, klen, r, nb, nl,
+	                    exists ? &rec : NULL, version);
 }
 
 int fsafe_store_update(fsafe_store *s, const void *key, size_t klen,
@@ -460,14 +572,15 @@ int fsafe_store_update(fsafe_store *s, const void *key, size_t klen,
 	fsafe_lock *l;
 	int r;
 
-	if ((r = key_name(key, klen, name)) < 0)
+	assert(s);
+	if ((r = key_args(s, key, klen, NULL, 0, name)) < 0)
 		return r;
-	if (!s || !fn)
-		return -EINVAL;
+	if (!fn)
+		return fail(s, -EINVAL, "update callback");
 	if ((r = store_lock(s, &l)) < 0)
 		return r;
-	return store_unlock(l, update_locked(s, name, key, klen, fn, arg,
-	                                     version));
+	return store_unlock(s, l, update_locked(s, name, key, klen, fn, arg,
+	                                        version));
 }
 
 /* ---- reading ------------------------------------------------------------- */
@@ -477,18 +590,20 @@ static int get_common(fsafe_store *s, const void *key, size_t klen,
 {
 	char name[NAME_CAP];
 	struct fsafe__rec rec;
+	const char *why;
 	int r;
 
-	if ((r = key_name(key, klen, name)) < 0)
+	assert(s && len);
+	if ((r = key_args(s, key, klen, NULL, 0, name)) < 0)
 		return r;
-	if (!s || !len)
-		return -EINVAL;
-	r = rec_read(s->dirfd, name, key, klen, &rec, rr);
+	r = rec_read_why(s->dirfd, name, key, klen, &rec, rr, &why);
 	if (r == 0 || r == -EMSGSIZE)
 		*len = (size_t)rec.len;
 	if (r == 0)
 		set_version(version, rec.version);
-	return r;
+	if (r == -EMSGSIZE)
+		return fail(s, r, "buffer too small");
+	return r < 0 ? read_fail(s, r, why) : 0;
 }
 
 int fsafe_store_get(fsafe_store *s, const void *key, size_t klen, void **buf,
@@ -496,8 +611,7 @@ int fsafe_store_get(fsafe_store *s, const void *key, size_t klen, void **buf,
 {
 	struct rec_read rr = { .mode = 2 };
 
-	if (!buf)
-		return -EINVAL;
+	assert(buf);
 	int r = get_common(s, key, klen, &rr, len, version);
 	if (r == 0)
 		*buf = rr.out;
@@ -511,27 +625,32 @@ int fsafe_store_get_into(fsafe_store *s, const void *key, size_t klen,
 	char one;
 	struct rec_read rr = { .mode = 2, .dst = buf ? buf : &one, .cap = cap };
 
+	assert(s);
 	if (!buf && cap)
-		return -EINVAL;
+		return fail(s, -EINVAL, "buffer");
 	return get_common(s, key, klen, &rr, len, version);
 }
 
 /* ---- open / close -------------------------------------------------------- */
 
+/* The caller's options in our layout, a failure told through their error
+   member when the caller's layout holds one (any size from V0 up). */
 static int opts_load(struct fsafe_store_opts *o,
                      const struct fsafe_store_opts *in)
 {
-	memset(o, 0, sizeof(*o));
-	if (in) {
-		size_t n = in->size && in->size < sizeof(*o) ? in->size
-		                                             : sizeof(*o);
-		memcpy(o, in, n);
+	int r = FSAFE__OPTS_COPY(o, in, FSAFE_STORE_OPTS_SIZE_V0);
+
+	if (r == 0 &&
+	    ((o->flags & ~(unsigned)(FSAFE_STORE_CREATE | FSAFE_STORE_NO_SWEEP |
+	                             FSAFE_STORE_LOCK_KERNEL)) ||
+	     (o->write_flags & ~(unsigned)(FSAFE_NO_SYNC | FSAFE_NO_TMPFILE))))
+		r = -EINVAL;
+	if (r < 0) {
+		if (r == -E2BIG || o->error)
+			fsafe__error_set(r == -E2BIG ? in->error : o->error, r,
+			                 -r, "options", false);
+		return r;
 	}
-	if (o->flags & ~(unsigned)(FSAFE_STORE_CREATE | FSAFE_STORE_NO_SWEEP |
-	                           FSAFE_STORE_LOCK_KERNEL))
-		return -EINVAL;
-	if (o->write_flags & ~(unsigned)(FSAFE_NO_SYNC | FSAFE_NO_TMPFILE))
-		return -EINVAL;
 	if (!o->sweep_older_than_ms)
 		o->sweep_older_than_ms = FSAFE_STORE_SWEEP_MS;
 	return 0;
@@ -586,15 +705,25 @@ int fsafe_store_open(int dirfd, const char *path,
 	fsafe_store *s;
 	int r;
 
-	if (!path || !*path || !out || (r = opts_load(&o, opts)) < 0)
+	assert(out);
+	if ((r = opts_load(&o, opts)) < 0)
+		return r;
+	if (!path || !*path) {
+		fsafe__error_set(o.error, -EINVAL, EINVAL, "path", false);
 		return -EINVAL;
-	if (!(s = calloc(1, sizeof(*s))))
+	}
+	if (!(s = calloc(1, sizeof(*s)))) {
+		fsafe__error_set(o.error, -ENOMEM, ENOMEM, "allocate", false);
 		return -ENOMEM;
+	}
 	if ((s->dirfd = open_dir(dirfd, path, &o)) < 0) {
 		r = s->dirfd;
 		free(s);
+		fsafe__error_set(o.error, r, -r, "open the store's directory",
+		                 false);
 		return r;
 	}
+	s->error = o.error;
 	s->flags = o.flags;
 	s->write_flags = o.write_flags;
 	s->mode = o.mode;
@@ -611,7 +740,8 @@ int fsafe_store_open(int dirfd, const char *path,
 
 unsigned fsafe_store_swept(const fsafe_store *s)
 {
-	return s ? s->swept : 0;
+	assert(s);
+	return s->swept;
 }
 
 void fsafe_store_close(fsafe_store *s)
@@ -645,7 +775,7 @@ static void report(struct lister *ls, enum fsafe_store_skip why,
                    const char *name, const void *key, size_t klen, int err)
 {
 	if (ls->o.skipped)
-		ls->o.skipped(ls->o.arg, why, name, key, klen, err);
+		ls->o.skipped(why, name, key, klen, err, ls->o.arg);
 }
 
 static int add_item(fsafe_store_iter *it, const uint8_t *key, size_t klen,
@@ -768,18 +898,17 @@ int fsafe_store_list(fsafe_store *s, const struct fsafe_store_list_opts *opts,
 	struct lister ls = { .s = s };
 	int r;
 
-	if (!s || !out)
-		return -EINVAL;
-	if (opts) {
-		size_t n = opts->size && opts->size < sizeof(ls.o) ? opts->size
-		                                                  : sizeof(ls.o);
-		memcpy(&ls.o, opts, n);
-	}
+	assert(s && out);
+	r = FSAFE__OPTS_COPY(&ls.o, opts, FSAFE_STORE_LIST_OPTS_SIZE_V0);
+	if (r == 0 && (ls.o.flags & ~(unsigned)FSAFE_STORE_LIST_NAMES_ONLY))
+		r = -EINVAL;
+	if (r < 0)
+		return fail(s, r, "options");
 	if (!(ls.it = calloc(1, sizeof(*ls.it))))
-		return -ENOMEM;
+		return fail(s, -ENOMEM, "allocate");
 	if ((r = list_dir(&ls)) < 0) {
 		fsafe_store_iter_free(ls.it);
-		return r;
+		return fail(s, r, "read the store's directory");
 	}
 	if (ls.it->n)
 		qsort(ls.it->items, ls.it->n, sizeof(struct item), item_cmp);
@@ -789,8 +918,7 @@ int fsafe_store_list(fsafe_store *s, const struct fsafe_store_list_opts *opts,
 
 int fsafe_store_iter_next(fsafe_store_iter *it, struct fsafe_store_entry *e)
 {
-	if (!it || !e)
-		return -EINVAL;
+	assert(it && e);
 	if (it->pos == it->n)
 		return 0;
 	const struct item *i = &it->items[it->pos++];
@@ -801,7 +929,8 @@ int fsafe_store_iter_next(fsafe_store_iter *it, struct fsafe_store_entry *e)
 
 size_t fsafe_store_iter_count(const fsafe_store_iter *it)
 {
-	return it ? it->n : 0;
+	assert(it);
+	return it->n;
 }
 
 void fsafe_store_iter_free(fsafe_store_iter *it)

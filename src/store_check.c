@@ -17,9 +17,6 @@
 #include "store_check.h"
 #include "sys.h"
 
-/* How long repair waits for a live holder of the store's lock. */
-#define REPAIR_LOCK_MS 30000
-
 struct walk {
 	int dfd, qfd;
 	bool repair;
@@ -166,7 +163,7 @@ static int take_lock(int dfd, fsafe_lock **l)
 	if (fsafe_lock_inspect(lfd, FSAFE__STORE_LOCK_FILE, &owner) == 0 &&
 	    owner.kernel)
 		o.flags |= FSAFE_LOCK_KERNEL;
-	o.timeout_ms = REPAIR_LOCK_MS;
+	o.timeout_ms = FSAFE_STORE_LOCK_TIMEOUT_MS;
 	r = fsafe_lock_acquire(lfd, FSAFE__STORE_LOCK_FILE, &o, l);
 	fsafe__close(lfd);
 	return r;

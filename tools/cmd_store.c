@@ -153,7 +153,8 @@ static int fail(const struct args *a, const char *key, int r)
 		         "repair quarantines it)", a->dir, a->op, key, a->dir);
 	else if (key)
 		cli_warn("store %s: %s %s: %s", a->dir, a->op, key,
-		         r == -ESTALE   ? "the version changed; nothing written"
+		         r == FSAFE_ECONFLICT
+		                 ? "the version changed; nothing written"
 		         : r == -ENOENT ? "no such key"
 		                        : fsafe_strerror(r));
 	else
@@ -246,8 +247,8 @@ static int do_del(struct args *a)
 	return r < 0 ? fail(a, key, r) : CLI_OK;
 }
 
-static void on_skip(void *arg, enum fsafe_store_skip why, const char *name,
-                    const void *key, size_t keylen, int err)
+static void on_skip(enum fsafe_store_skip why, const char *name,
+                    const void *key, size_t keylen, int err, void *arg)
 {
 	struct args *a = arg;
 
@@ -337,8 +338,8 @@ static int old_value_fd(const void *old, size_t len)
 	return lseek(fd, 0, SEEK_SET) < 0 ? -errno : fd;
 }
 
-static int filter(void *arg, const void *old, size_t old_len,
-                  const void **nb, size_t *nl)
+static int filter(const void *old, size_t old_len, const void **nb,
+                  size_t *nl, void *arg)
 {
 	struct filter *f = arg;
 	int in = old_value_fd(old, old_len), p[2], r;

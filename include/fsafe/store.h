@@ -32,9 +32,24 @@
  * moves them into "quarantine/" with a reason; a damaged record costs its
  * key alone, never the store; nothing inside the store is opened in a way
  * that blocks or follows a link out of it: the lock's directory ".lock" is
- * opened without following links, so a link or a file at its name fails
- * every change (-ELOOP / -ENOTDIR) until repair quarantines it. A removed
+ * opened without following links, so a symbolic link or a file at its name
+ * fails every change with -ENOTDIR until repair quarantines it. A removed
  * record is a removed key: the store keeps no index that could report it.
+ * A directory at a key's name (no rename can replace it) is moved into
+ * quarantine/ by a put or a delete of that key, which then proceeds; any
+ * other non-record at a key's name is replaced by a put and removed by a
+ * delete (no data is lost with it).
+ *
+ * Error detail (fsafe.h, "Conventions"): the open fills opts->error when
+ * it fails and keeps the pointer; every later failing call on the handle
+ * (put, put_if, get, get_into, delete, update, list) fills it with the
+ * failed step and errno. A record's own steps are the writer's ("write",
+ * "fsync", "rename", ...); the store's include "key", "read record",
+ * "take the store's lock", "wait for the store's lock" (-ETIMEDOUT),
+ * "store's lock already held by this handle" (-EDEADLK), "compare
+ * version" (FSAFE_ECONFLICT, sys_errno 0) and "update callback". An
+ * invalid record's step says what is wrong with it ("bad magic", "not a
+ * regular file (directory)", ...).
  *
  * A handle may be used by one thread at a time. Locks belong to processes:
  * do not use a handle in a child after fork() while the parent uses it.
@@ -56,6 +71,9 @@ typedef struct fsafe_store fsafe_store;
 /* Default age beyond which opening sweeps a staging file: one hour. */
 #define FSAFE_STORE_SWEEP_MS (60ull * 60 * 1000)
 
+/* Default wait for the store's lock (changes, and repair): 30 seconds. */
+#define FSAFE_STORE_LOCK_TIMEOUT_MS 30000ull
+
 enum {
 	/* Create the store's directory (its last path component) if it is
 	   missing; the creation is made durable. */
@@ -69,7 +87,8 @@ enum {
 };
 
 struct fsafe_store_opts {
-	size_t size;          /* sizeof(struct fsafe_store_opts), or 0 */
+	size_t size;          /* sizeof(struct fsafe_store_opts), or 0 for
+	                         FSAFE_STORE_OPTS_SIZE_V0 */
 	unsigned flags;       /* FSAFE_STORE_* above */
 	/* Flags for every record write: FSAFE_NO_SYNC (records survive
 	   process crashes but not power cuts; deletions are not synced
@@ -82,18 +101,28 @@ struct fsafe_store_opts {
 	   FSAFE_STORE_SWEEP_MS. (1 sweeps every abandoned one.) */
 	uint64_t sweep_older_than_ms;
 	/* Give up waiting for the store's lock after this long with
-	   -ETIMEDOUT; 0 waits without limit. */
+	   -ETIMEDOUT (step "wait for the store's lock"); 0 means
+	   FSAFE_STORE_LOCK_TIMEOUT_MS (30 s), FSAFE_FOREVER waits without
+	   limit. */
 	uint64_t lock_timeout_ms;
+	/* Optional: filled when the open fails, and kept by the handle for
+	   every later call that fails (see above). */
+	struct fsafe_error *error;
 };
 
+#define FSAFE_STORE_OPTS_SIZE_V0                    \
+	(offsetof(struct fsafe_store_opts, error) + \
+	 sizeof(struct fsafe_error *))
 #define FSAFE_STORE_OPTS_INIT FSAFE__INIT(struct fsafe_store_opts)
 
 /*
  * Open the store in directory `path` relative to `dirfd` (the handle holds
  * the directory open; everything later is relative to it). `opts` may be
  * NULL. Returns 0 and a handle; -ENOENT (no directory, and no
- * FSAFE_STORE_CREATE); -ENOTDIR; -EINVAL for bad options; or another
- * negative errno. A failing sweep does not fail the open.
+ * FSAFE_STORE_CREATE); -ENOTDIR; -EINVAL for bad options (or a size
+ * below FSAFE_STORE_OPTS_SIZE_V0); -E2BIG for a larger struct whose
+ * unknown tail is not zero; or another negative errno. A failing sweep
+ * does not fail the open.
  */
 FSAFE_API int fsafe_store_open(int dirfd, const char *path,
                                const struct fsafe_store_opts *opts,
@@ -113,7 +142,8 @@ FSAFE_API unsigned fsafe_store_swept(const fsafe_store *s);
  * directory's own problems (fsafe_lock_check), reported as ".lock/NAME".
  * check changes nothing on disk. repair moves each damaged entry into
  * quarantine/ (never deleting it) with NAME.reason beside it, under the
- * store's lock (waiting up to 30 s for a live holder: then -ETIMEDOUT),
+ * store's lock (waiting up to FSAFE_STORE_LOCK_TIMEOUT_MS for a live
+ * holder: then -ETIMEDOUT),
  * removes only dead lock leftovers, and reports a problem it could not
  * deal with with a NULL action. Both return the number of problems, or a
  * negative errno.
@@ -127,12 +157,21 @@ FSAFE_API int fsafe_store_repair(int dirfd, const char *path,
 FSAFE_API void fsafe_store_close(fsafe_store *s);
 
 /*
- * Key errors, for every function taking one: -EINVAL for a NULL or empty
- * key, -ENAMETOOLONG for one longer than FSAFE_STORE_KEY_MAX.
+ * Arguments, for every function below: a NULL handle or out pointer
+ * (buf, len of the gets; out of the list) is a caller bug, an assertion.
+ * Key errors: -EINVAL for a NULL or empty key, -ENAMETOOLONG for one
+ * longer than FSAFE_STORE_KEY_MAX. -EINVAL for a NULL buffer with a
+ * non-zero length.
  *
  * Write results are those of fsafe_write_fileat(): 0 (durable, unless
  * FSAFE_NO_SYNC); FSAFE_ENOTDURABLE (visible, durability unknown); any
  * other negative errno: nothing changed.
+ *
+ * Every change waits for the store's lock up to lock_timeout_ms
+ * (-ETIMEDOUT). A change made on a handle that already holds the lock
+ * (from inside its own update callback) fails with -EDEADLK at once; on
+ * another handle of the same store it would wait for itself, until
+ * -ETIMEDOUT.
  */
 
 /*
@@ -146,8 +185,9 @@ FSAFE_API int fsafe_store_put(fsafe_store *s, const void *key, size_t keylen,
 
 /*
  * Compare and swap: as fsafe_store_put(), but only if the key's current
- * version is `expected` (0: the key must not exist). Otherwise -ESTALE and
- * nothing changes (also when the current record is invalid).
+ * version is `expected` (0: the key must not exist). Otherwise
+ * FSAFE_ECONFLICT and nothing changes (also when the current record is
+ * invalid).
  */
 FSAFE_API int fsafe_store_put_if(fsafe_store *s, const void *key,
                                  size_t keylen, const void *buf, size_t len,
@@ -175,32 +215,42 @@ FSAFE_API int fsafe_store_get_into(fsafe_store *s, const void *key,
 /*
  * Remove a key's record (valid or not) durably. -ENOENT when there is
  * none; FSAFE_ENOTDURABLE when it is gone but the directory sync failed.
+ * A directory at the key's name goes into quarantine/ (the key is gone).
  */
 FSAFE_API int fsafe_store_delete(fsafe_store *s, const void *key,
                                  size_t keylen);
 
-/* What an update callback wants done. */
-enum {
-	FSAFE_STORE_WRITE = 0,  /* store *new_buf / *new_len */
+/*
+ * What an update callback wants done. No verdict is 0: a callback that
+ * returns 0 out of habit changes nothing and fails the update (-EINVAL).
+ */
+enum fsafe_store_verdict {
 	FSAFE_STORE_KEEP = 1,   /* change nothing */
-	FSAFE_STORE_REMOVE = 2, /* delete the key */
+	FSAFE_STORE_WRITE = 2,  /* store *new_buf / *new_len, both set */
+	FSAFE_STORE_DELETE = 3, /* delete the key */
 };
 
 /*
  * Called under the store's lock with the current payload (`old` NULL and
- * `old_len` 0 when the key has no record). Returns one of the values
- * above, setting *new_buf / *new_len for FSAFE_STORE_WRITE (the buffer
- * stays the callback's; it must live until fsafe_store_update returns),
- * or a negative errno to abort with that result and no change.
+ * `old_len` 0 when the key has no record). Returns a verdict above, or a
+ * negative errno to abort with that result and no change. For
+ * FSAFE_STORE_WRITE it sets both *new_buf and *new_len (the buffer stays
+ * the callback's; it must live until fsafe_store_update returns); an
+ * empty value is asked for explicitly, as a length of 0 (the buffer may
+ * then be NULL). Reads of the store work inside the callback; a change
+ * on the same handle is -EDEADLK.
  */
-typedef int (*fsafe_store_update_fn)(void *arg, const void *old,
-                                     size_t old_len, const void **new_buf,
-                                     size_t *new_len);
+typedef int (*fsafe_store_update_fn)(const void *old, size_t old_len,
+                                     const void **new_buf, size_t *new_len,
+                                     void *arg);
 
 /*
  * Read-modify-write of one key under the store's lock: no other change of
  * the store interleaves. Returns the write's (or delete's) result, 0 for
- * FSAFE_STORE_KEEP, the callback's negative result, or -EBADMSG (callback
+ * FSAFE_STORE_KEEP, the callback's negative result, -EINVAL (nothing
+ * changed; step "update callback's verdict") for a result that is no
+ * verdict (0 included) or a FSAFE_STORE_WRITE that did not set both
+ * *new_buf and *new_len, -EINVAL for a NULL `fn`, or -EBADMSG (callback
  * not called) when the current record is invalid; delete or put it
  * first. `*version` (may be NULL) receives the resulting version (0 when
  * the key has no record afterwards).
@@ -228,16 +278,19 @@ enum {
 };
 
 struct fsafe_store_list_opts {
-	size_t size;     /* sizeof(struct fsafe_store_list_opts), or 0 */
+	size_t size;     /* sizeof(struct fsafe_store_list_opts), or 0 for
+	                    FSAFE_STORE_LIST_OPTS_SIZE_V0 */
 	unsigned flags;  /* FSAFE_STORE_LIST_* */
 	/* Optional: told about each entry that is not listed, except
 	   staging files and the lock's own files, which are expected. `key`
 	   is NULL unless a record's. Called during fsafe_store_list(). */
-	void (*skipped)(void *arg, enum fsafe_store_skip why,
-	                const char *name, const void *key, size_t keylen,
-	                int err);
+	void (*skipped)(enum fsafe_store_skip why, const char *name,
+	                const void *key, size_t keylen, int err, void *arg);
 	void *arg;
 };
+
+#define FSAFE_STORE_LIST_OPTS_SIZE_V0                   \
+	(offsetof(struct fsafe_store_list_opts, arg) + sizeof(void *))
 
 #define FSAFE_STORE_LIST_OPTS_INIT FSAFE__INIT(struct fsafe_store_list_opts)
 
@@ -254,7 +307,10 @@ struct fsafe_store_entry {
 /*
  * Snapshot the store's keys, sorted by key bytes (memcmp order, a prefix
  * first). Only valid records are listed (see FSAFE_STORE_LIST_NAMES_ONLY);
- * nothing found in the directory fails the listing. `opts` may be NULL.
+ * nothing found in the directory fails the listing. `opts` may be NULL;
+ * -EINVAL for unknown flags or a size below FSAFE_STORE_LIST_OPTS_SIZE_V0,
+ * -E2BIG for a larger struct whose unknown tail is not zero (the store's
+ * error detail, step "options").
  */
 FSAFE_API int fsafe_store_list(fsafe_store *s,
                                const struct fsafe_store_list_opts *opts,

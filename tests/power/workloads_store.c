@@ -85,8 +85,8 @@ static int delete_a(fsafe_store *s)
 	return fsafe_store_delete(s, "A", 1);
 }
 
-static int to_new(void *arg, const void *old, size_t len, const void **nb,
-                  size_t *nl)
+static int to_new(const void *old, size_t len, const void **nb,
+                  size_t *nl, void *arg)
 {
 	(void)arg;
 	if (!old || len != PW_OLD_LEN || memcmp(old, pw_old, len))

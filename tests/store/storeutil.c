@@ -76,8 +76,8 @@ static void append(char *buf, size_t cap, const char *sep, const char *s,
 	buf[used + n] = '\0';
 }
 
-static void on_skip(void *arg, enum fsafe_store_skip why, const char *name,
-                    const void *key, size_t keylen, int err)
+static void on_skip(enum fsafe_store_skip why, const char *name,
+                    const void *key, size_t keylen, int err, void *arg)
 {
 	struct su_listing *l = arg;
 

@@ -190,12 +190,12 @@ static void compare_and_swap(void **state)
 	assert_int_equal(v, 1);
 	/* "Must not exist" fails once it does. */
 	assert_int_equal(fsafe_store_put_if(c->s, "c", 1, "two", 3, 0, NULL),
-	                 -ESTALE);
+	                 FSAFE_ECONFLICT);
 	assert_int_equal(fsafe_store_put(c->s, "c", 1, "two", 3, &v), 0);
 	assert_int_equal(v, 2);
 	/* A writer holding version 1 is stale: nothing changes. */
 	assert_int_equal(fsafe_store_put_if(c->s, "c", 1, "old", 3, 1, NULL),
-	                 -ESTALE);
+	                 FSAFE_ECONFLICT);
 	assert_int_equal(su_content(c->s, "c", "two", 3, NULL, 0), SU_OLD);
 	void *buf;
 	size_t len;
@@ -207,7 +207,7 @@ static void compare_and_swap(void **state)
 	assert_int_equal(v, 3);
 	assert_int_equal(su_content(c->s, "c", "three", 5, NULL, 0), SU_OLD);
 	assert_int_equal(fsafe_store_put_if(c->s, "c", 1, "x", 1, 7, NULL),
-	                 -ESTALE);
+	                 FSAFE_ECONFLICT);
 }
 
 struct upd {
@@ -218,8 +218,8 @@ struct upd {
 	bool had;
 };
 
-static int upd_fn(void *arg, const void *old, size_t old_len,
-                  const void **nb, size_t *nl)
+static int upd_fn(const void *old, size_t old_len, const void **nb,
+                  size_t *nl, void *arg)
 {
 	struct upd *u = arg;
 
@@ -235,7 +235,7 @@ static int upd_fn(void *arg, const void *old, size_t old_len,
 static void update(void **state)
 {
 	struct ctx *c = *state;
-	struct upd u = { .value = "first" };
+	struct upd u = { .verdict = FSAFE_STORE_WRITE, .value = "first" };
 	uint64_t v;
 
 	assert_int_equal(fsafe_store_update(c->s, "u", 1, upd_fn, &u, &v), 0);
@@ -255,7 +255,7 @@ static void update(void **state)
 	assert_int_equal(fsafe_store_update(c->s, "u", 1, upd_fn, &u, NULL),
 	                 -ECANCELED);
 	assert_int_equal(su_content(c->s, "u", "second", 6, NULL, 0), SU_OLD);
-	u.verdict = FSAFE_STORE_REMOVE;
+	u.verdict = FSAFE_STORE_DELETE;
 	assert_int_equal(fsafe_store_update(c->s, "u", 1, upd_fn, &u, &v), 0);
 	assert_int_equal(v, 0);
 	assert_int_equal(su_content(c->s, "u", NULL, 0, NULL, 0), SU_ABSENT);
@@ -329,7 +329,7 @@ static void bad_records(void **state)
 	   not guess; a put or a delete repairs it. */
 	su_put(c->s, "new", "n", 1);
 	assert_int_equal(fsafe_store_put_if(c->s, "flip", 4, "x", 1, 1, NULL),
-	                 -ESTALE);
+	                 FSAFE_ECONFLICT);
 	struct upd u = { .value = "x" };
 	assert_int_equal(fsafe_store_update(c->s, "magic", 5, upd_fn, &u,
 	                                    NULL),

@@ -48,8 +48,8 @@ struct worker {
 	struct counter c;
 };
 
-static int increment(void *arg, const void *old, size_t len,
-                     const void **nb, size_t *nl)
+static int increment(const void *old, size_t len, const void **nb,
+                     size_t *nl, void *arg)
 {
 	struct worker *w = arg;
 

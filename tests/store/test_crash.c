@@ -62,8 +62,8 @@ static enum su_content after(const struct op *o)
 	return o->kind == OP_DELETE ? SU_ABSENT : SU_NEW;
 }
 
-static int to_new(void *arg, const void *old, size_t len, const void **nb,
-                  size_t *nl)
+static int to_new(const void *old, size_t len, const void **nb,
+                  size_t *nl, void *arg)
 {
 	(void)arg;
 	if (!old || len != OLD_LEN || memcmp(old, old_v, len))

@@ -134,14 +134,20 @@ static void leftovers_wedge_nothing(void **state)
 	su_put(s, "y", "Y", 1);
 	assert_true(tu_equals(scratch, "outside", "keep me", 7));
 	assert_int_equal(su_content(t, "y", "Y", 1, NULL, 0), SU_OLD);
-	/* A directory under a key's name refuses the put, alone. */
-	assert_int_equal(fsafe_store_put(s, "z", 1, "Z", 1, NULL), -EISDIR);
+	/* A directory under a key's name (no rename replaces it) goes into
+	   quarantine/, whole, and the put publishes the key. */
+	assert_int_equal(fsafe_store_put(s, "z", 1, "Z", 1, NULL), 0);
+	assert_int_equal(su_content(t, "z", "Z", 1, NULL, 0), SU_OLD);
+	char q[4400];
+	snprintf(q, sizeof(q), "%s/quarantine/k-7a", dir);
+	assert_int_equal(lstat(q, &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
 	assert_int_equal(su_list(s, 0, &l), 0);
-	assert_string_equal(l.keys, "a,c,d,y");
+	assert_string_equal(l.keys, "a,c,d,y,z");
 	assert_int_equal(su_content(s, "a", "A2", 2, NULL, 0), SU_OLD);
 	/* Nothing the store did left a stray: only the plants and the three
 	   stages remain besides records. */
-	const char *plants[] = { "README", "sub", "link", ".lock",
+	const char *plants[] = { "README", "sub", "link", ".lock", "quarantine",
 		                 ".lock-0b1e2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d.tmp",
 		                 NULL };
 	/* The lock's directory holds nothing once the lock is free: the
