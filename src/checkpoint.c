@@ -28,6 +28,7 @@
 #include "fsafe/lock.h"
 #include "manifest.h"
 #include "sys.h"
+#include "util.h"
 #include "writer.h"
 
 #define MANIFEST_MAX ((size_t)256 << 20)
@@ -37,14 +38,6 @@
 #define CHUNK ((size_t)1 << 20)
 
 /* ---- small helpers ------------------------------------------------------ */
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* seq <= GEN_MAX, so the name always has exactly 12 digits. */
 static void gen_name(uint64_t seq, char out[GEN_NAME_LEN + 1])
@@ -176,8 +169,8 @@ static void log_event(fsafe_checkpoint *cp, enum fsafe_checkpoint_event_kind k,
 		return;
 	if (cp->log_newline)
 		rec[n++] = '\n';
-	n += (size_t)fsafe__event_format(rec + n, sizeof(rec) - n, now_ms(), getpid(),
-	                          k, gen);
+	n += (size_t)fsafe__event_format(rec + n, sizeof(rec) - n,
+	                                 fsafe__now_ms(), getpid(), k, gen);
 	ssize_t w;
 	do
 		w = SYS->pwrite(cp->logfd, rec, n, st.st_size);
@@ -1358,7 +1351,7 @@ static int cmp_txfile(const void *a, const void *b)
 
 static int tx_manifest(fsafe_checkpoint_tx *tx, char **text, size_t *len)
 {
-	struct fsafe__manifest m = { .seq = tx->seq, .time_ms = now_ms(),
+	struct fsafe__manifest m = { .seq = tx->seq, .time_ms = fsafe__now_ms(),
 	                             .revision = tx->cp->revision, .n = tx->n };
 	int r;
 

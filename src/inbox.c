@@ -31,6 +31,7 @@
 
 #include "owner.h"
 #include "sys.h"
+#include "util.h"
 
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1 << 0)
@@ -135,14 +136,6 @@ static int move_durably(int ofd, const char *old, int nfd, const char *new_)
 		return r;
 	r = fsafe__unlinkat(ofd, old, 0);
 	return r == -ENOENT ? 0 : r;
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /*
@@ -957,7 +950,7 @@ static void drain(int fd)
 
 int fsafe_inbox_wait(fsafe_inbox_consumer *c, uint64_t timeout_ms)
 {
-	int64_t start = now_ms();
+	uint64_t start = fsafe__mono_ms();
 	uint64_t slice = 1;
 	int r;
 
@@ -967,7 +960,7 @@ int fsafe_inbox_wait(fsafe_inbox_consumer *c, uint64_t timeout_ms)
 	for (;;) {
 		if ((r = anything_new(c->ib)) != 0)
 			return r < 0 ? r : 0;
-		uint64_t spent = (uint64_t)(now_ms() - start);
+		uint64_t spent = fsafe__mono_ms() - start;
 		if (timeout_ms != FSAFE_INBOX_FOREVER && spent >= timeout_ms)
 			return -ETIMEDOUT;
 		uint64_t left = timeout_ms == FSAFE_INBOX_FOREVER
@@ -1013,7 +1006,7 @@ static int recover_one(fsafe_inbox *ib, const char *dir,
 		   was whole. It holds no claim, so age may judge it. */
 		struct stat st;
 		if (fsafe__fstat(cfd, &st) == 0 &&
-		    now_ms() - (int64_t)st.st_mtime * 1000 > BIRTH_GRACE_MS)
+		    fsafe__now_ms() - (int64_t)st.st_mtime * 1000 > BIRTH_GRACE_MS)
 			retire(ib, cfd, dir); /* best effort: litter only */
 		fsafe__close(cfd);
 		return 0;

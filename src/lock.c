@@ -33,6 +33,7 @@
 #include "quarantine.h"
 #include "sys.h"
 #include "target.h"
+#include "util.h"
 
 #define PRIV_PREFIX ".lock-"
 #define PRIV_MAX 64
@@ -218,14 +219,6 @@ static int opts_load(struct acq *a, const struct fsafe_lock_opts *opts)
 	return 0;
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * NS + (uint64_t)ts.tv_nsec;
-}
-
 /* Jitter needs no cryptographic randomness: xorshift seeded by the token. */
 static uint64_t next_rng(struct acq *a)
 {
@@ -247,7 +240,7 @@ static int wait_turn(struct acq *a)
 {
 	if (a->flags & FSAFE_LOCK_NO_WAIT)
 		return -EWOULDBLOCK;
-	uint64_t spent = mono_ns() - a->t0;
+	uint64_t spent = fsafe__mono_ns() - a->t0;
 	if (a->timeout_ns && spent >= a->timeout_ns)
 		return -ETIMEDOUT;
 	/* Full jitter in the upper half keeps waiters from waking in step. */
@@ -420,19 +413,11 @@ static int stage(struct acq *a)
 	return fsafe__fstat(a->fd, &a->st);
 }
 
-static int64_t wall_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* The record says when the lock was taken, not when we began to wait:
    after a wait, restate it before the next attempt. */
 static int refresh(struct acq *a)
 {
-	int64_t now = wall_ms();
+	int64_t now = fsafe__now_ms();
 	int n, r;
 
 	if (now - a->self.time_ms < 1000)
@@ -682,7 +667,7 @@ static int prepare(struct acq *a, int dirfd, const char *path,
 	a->rec_len = (size_t)n;
 	seed_rng(a);
 	a->backoff_ns = BACKOFF_MIN_NS;
-	a->t0 = mono_ns();
+	a->t0 = fsafe__mono_ns();
 	return 0;
 }
 

@@ -34,10 +34,4 @@ int fsafe__quarantine_move(int dfd, const char *name, int qfd,
                            const char *why, bool sync, char *dest,
                            size_t cap);
 
-/* The names in directory dfd, sorted (a stable report order, and no entry
-   skipped or seen twice while repair renames some): 0 with a malloc'd
-   vector in *out and its length in *n, or -errno. */
-int fsafe__dir_names(int dfd, char ***out, size_t *n);
-void fsafe__dir_names_free(char **v, size_t n);
-
 #endif

@@ -16,6 +16,7 @@
 #include "lockdir.h"
 #include "store_check.h"
 #include "sys.h"
+#include "util.h"
 
 /* How long repair waits for a live holder of the store's lock. */
 #define REPAIR_LOCK_MS 30000

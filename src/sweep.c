@@ -24,6 +24,7 @@
 
 #include "fsafe.h"
 #include "sys.h"
+#include "util.h"
 
 struct fsafe_cancel {
 	atomic_int requested;
@@ -89,13 +90,6 @@ static int result_add(fsafe_sweep_result *r, const char *name)
 		return -ENOMEM;
 	r->count++;
 	return 0;
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static int64_t mtime_ms(const struct stat *st)
@@ -199,7 +193,7 @@ int fsafe_sweep(int dirfd, const char *path, uint64_t older_than_ms,
 	fsafe_sweep_result *res = calloc(1, sizeof(*res));
 	struct fsafe__dir *d = malloc(sizeof(*d));
 	/* An age beyond the epoch keeps everything (and must not wrap). */
-	int64_t now = now_ms();
+	int64_t now = fsafe__now_ms();
 	int64_t cutoff = older_than_ms > (uint64_t)now ? -1
 	                                               : now - (int64_t)older_than_ms;
 	int r = 0, fd = -1;
