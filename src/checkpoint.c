@@ -64,54 +64,6 @@ static uint64_t gen_parse(const char *name)
 	return seq;
 }
 
-/* Read all of fd (at most max bytes) into a NUL-terminated buffer. */
-static int read_all(int fd, size_t max, char **out, size_t *len)
-{
-	size_t n = 0, cap = 4096;
-	char *b = malloc(cap + 1);
-
-	for (;;) {
-		if (!b)
-			return -ENOMEM;
-		if (n == cap) {
-			if (cap >= max) {
-				free(b);
-				return -EFBIG;
-			}
-			cap *= 2;
-			char *nb = realloc(b, cap + 1);
-			if (!nb)
-				free(b);
-			b = nb;
-			continue;
-		}
-		ssize_t r = fsafe__read(fd, b + n, cap - n);
-		if (r < 0) {
-			free(b);
-			return (int)r;
-		}
-		if (r == 0)
-			break;
-		n += (size_t)r;
-	}
-	b[n] = '\0';
-	*out = b;
-	*len = n;
-	return 0;
-}
-
-static int read_file_at(int dirfd, const char *name, size_t max, char **out,
-                        size_t *len)
-{
-	int fd = fsafe__open_regular(dirfd, name, O_RDONLY, NULL);
-
-	if (fd < 0)
-		return fd;
-	int r = read_all(fd, max, out, len);
-	fsafe__close(fd);
-	return r;
-}
-
 /* ---- the handle ---------------------------------------------------------- */
 
 /* A sorted set of generation numbers. */
@@ -171,11 +123,8 @@ static void log_event(fsafe_checkpoint *cp, enum fsafe_checkpoint_event_kind k,
 		rec[n++] = '\n';
 	n += (size_t)fsafe__event_format(rec + n, sizeof(rec) - n,
 	                                 fsafe__now_ms(), getpid(), k, gen);
-	ssize_t w;
-	do
-		w = SYS->pwrite(cp->logfd, rec, n, st.st_size);
-	while (w < 0 && errno == EINTR);
-	if (w == (ssize_t)n && fsafe__fdatasync(cp->logfd) == 0)
+	if (fsafe__pwrite_all(cp->logfd, rec, n, st.st_size) == 0 &&
+	    fsafe__fdatasync(cp->logfd) == 0)
 		cp->log_newline = false;
 	else
 		cp->log_newline = true; /* a short write left a torn record */
@@ -223,7 +172,8 @@ int fsafe_checkpoint_events(int dirfd, const char *path,
 		*damaged = 0;
 	if (dfd < 0)
 		return dfd;
-	int r = read_file_at(dfd, FSAFE__CKPT_LOG, LOG_MAX, &text, &len);
+	int r = fsafe__read_file_at(dfd, FSAFE__CKPT_LOG, LOG_MAX, &text,
+	                            &len);
 	fsafe__close(dfd);
 	if (r < 0)
 		return r;
@@ -241,7 +191,8 @@ static int read_current(int dirfd, uint64_t *seq)
 {
 	char *text;
 	size_t len;
-	int r = read_file_at(dirfd, FSAFE__CKPT_CURRENT, 4096, &text, &len);
+	int r = fsafe__read_file_at(dirfd, FSAFE__CKPT_CURRENT, 4096, &text,
+	                            &len);
 
 	*seq = 0;
 	if (r == -ENOENT)
@@ -592,8 +543,8 @@ static int manifest_read(int gfd, uint64_t seq, struct fsafe__manifest *m)
 {
 	char *text;
 	size_t len;
-	int r = read_file_at(gfd, FSAFE__CKPT_MANIFEST, MANIFEST_MAX, &text,
-	                     &len);
+	int r = fsafe__read_file_at(gfd, FSAFE__CKPT_MANIFEST, MANIFEST_MAX,
+	                            &text, &len);
 
 	memset(m, 0, sizeof(*m));
 	if (r < 0)
@@ -902,32 +853,12 @@ int fsafe_checkpoint_verify(fsafe_checkpoint *cp, uint64_t generation,
 
 /* ---- open and close ----------------------------------------------------------- */
 
-/* mkdir `path` (relative to dirfd) and make its entry durable. */
+/* mkdir -p `path` (relative to dirfd), each new entry durable. */
 static int make_dir(int dirfd, const char *path)
 {
-	const char *slash = strrchr(path, '/');
-	int pfd = dirfd, r;
+	const char *step;
 
-	if (slash && slash[1] == '\0')
-		return -EINVAL;
-	if (slash) {
-		char *parent = strndup(path, (size_t)(slash - path) + 1);
-		if (!parent)
-			return -ENOMEM;
-		pfd = fsafe__open_dir(dirfd, parent);
-		free(parent);
-		if (pfd < 0)
-			return pfd;
-	} else if (dirfd == AT_FDCWD) {
-		if ((pfd = fsafe__open_dir(AT_FDCWD, ".")) < 0)
-			return pfd;
-	}
-	r = fsafe__mkdirat(pfd, slash ? slash + 1 : path, 0755);
-	if (r == 0)
-		r = fsafe__fsync(pfd);
-	if (pfd != dirfd)
-		fsafe__close(pfd);
-	return r == -EEXIST ? 0 : r;
+	return fsafe__mkdir_p(dirfd, path, 0777, true, NULL, &step);
 }
 
 static int load_opts(fsafe_checkpoint *cp,
@@ -1785,7 +1716,8 @@ static int rewrite_log(struct walk *w, char *as)
 	struct kept k = { 0 };
 	char *text = NULL;
 	size_t len, bad;
-	int r = read_file_at(w->dirfd, FSAFE__CKPT_LOG, LOG_MAX, &text, &len);
+	int r = fsafe__read_file_at(w->dirfd, FSAFE__CKPT_LOG, LOG_MAX, &text,
+	                            &len);
 
 	if (r < 0)
 		return r;

@@ -185,29 +185,12 @@ static int load_opts(const struct fsafe_inbox_opts *opts,
 	return 0;
 }
 
-/* Create the inbox directory itself and make its entry durable. */
+/* Create the inbox directory (missing parents too), durably. */
 static int create_top(int dirfd, const char *path)
 {
-	int r = ensure_dir(dirfd, path);
+	const char *step;
 
-	if (r <= 0)
-		return r;
-	const char *slash = strrchr(path, '/');
-	char parent[4096] = ".";
-	if (slash) {
-		size_t n = slash == path ? 1 : (size_t)(slash - path);
-		if (n >= sizeof(parent))
-			return -ENAMETOOLONG;
-		memcpy(parent, path, n);
-		parent[n] = '\0';
-	}
-	/* dirfd may be AT_FDCWD: open the parent rather than sync dirfd. */
-	int fd = fsafe__open_dir(dirfd, parent);
-	if (fd < 0)
-		return fd;
-	r = fsafe__fsync(fd);
-	fsafe__close(fd);
-	return r;
+	return fsafe__mkdir_p(dirfd, path, 0777, true, NULL, &step);
 }
 
 static int open_subdirs(fsafe_inbox *ib, bool create)
@@ -671,21 +654,9 @@ static int quarantine(fsafe_inbox_consumer *c, const char *name,
 /* Read exactly len bytes at off; -EBADMSG when the file is shorter. */
 static int read_exact(int fd, void *buf, size_t len, off_t off)
 {
-	uint8_t *p = buf;
+	ssize_t n = fsafe__pread_full(fd, buf, len, off);
 
-	while (len > 0) {
-		ssize_t n = SYS->pread(fd, p, len, off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return -EBADMSG;
-		p += n;
-		len -= (size_t)n;
-		off += n;
-	}
-	return 0;
+	return n < 0 ? (int)n : (size_t)n < len ? -EBADMSG : 0;
 }
 
 const char *fsafe__inbox_type_name(unsigned mode)

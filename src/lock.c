@@ -137,21 +137,6 @@ static int check_regular(int fd, struct stat *st)
 	return S_ISREG(st->st_mode) ? 0 : -EINVAL;
 }
 
-static int pwrite_all(int fd, const char *buf, size_t len, off_t off)
-{
-	while (len > 0) {
-		ssize_t n = SYS->pwrite(fd, buf, len, off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		buf += n;
-		len -= (size_t)n;
-		off += n;
-	}
-	return 0;
-}
-
 /* ---- private names: .lock-<uuid>.tmp and .lock-<uuid>.broken ---- */
 
 static int priv_name(char out[PRIV_MAX], const char *suffix)
@@ -271,7 +256,7 @@ static int64_t ts_ns(const struct timespec *t)
 static int malformed_verdict(struct acq *a, const struct stat *lock)
 {
 	struct stat now;
-	int r = pwrite_all(a->fd, a->rec, 1, 0);
+	int r = fsafe__pwrite_all(a->fd, a->rec, 1, 0);
 
 	if (r < 0 || (r = fsafe__fstat(a->fd, &now)) < 0)
 		return r;
@@ -428,7 +413,7 @@ static int refresh(struct acq *a)
 	if ((size_t)n != a->rec_len && SYS->ftruncate(a->fd, n) < 0)
 		return -errno;
 	a->rec_len = (size_t)n;
-	if ((r = pwrite_all(a->fd, a->rec, a->rec_len, 0)) < 0)
+	if ((r = fsafe__pwrite_all(a->fd, a->rec, a->rec_len, 0)) < 0)
 		return r;
 	return fsafe__fsync(a->fd);
 }
@@ -503,7 +488,7 @@ static int kernel_claim(struct acq *a)
 		return r;
 	if (SYS->ftruncate(a->fd, 0) < 0)
 		return -errno;
-	return pwrite_all(a->fd, a->rec, a->rec_len, 0);
+	return fsafe__pwrite_all(a->fd, a->rec, a->rec_len, 0);
 }
 
 static int acquire_kernel(struct acq *a)

@@ -293,20 +293,7 @@ int fsafe__owner_parse(const char *buf, size_t len,
 
 ssize_t fsafe__owner_read_raw(int fd, char *buf)
 {
-	size_t n = 0;
-
-	while (n < FSAFE__OWNER_MAX + 1) {
-		ssize_t r = SYS->pread(fd, buf + n, FSAFE__OWNER_MAX + 1 - n,
-		                       (off_t)n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -errno;
-		if (r == 0)
-			break;
-		n += (size_t)r;
-	}
-	return (ssize_t)n;
+	return fsafe__pread_full(fd, buf, FSAFE__OWNER_MAX + 1, 0);
 }
 
 /* ---- the verdict ---- */

@@ -17,6 +17,7 @@
 #include "store_check.h"
 #include "store_record.h"
 #include "sys.h"
+#include "util.h"
 
 /* The lock module's private files (.lock-<uuid>.tmp / .broken), should
    any appear beside the records. */
@@ -537,46 +538,17 @@ static int opts_load(struct fsafe_store_opts *o,
 	return 0;
 }
 
-/* Make the last component of path, durably (the new directory and its
-   entry in the parent). An existing one is fine. */
-static int make_dir(int dirfd, const char *path, mode_t mode, bool sync)
-{
-	const char *slash = strrchr(path, '/');
-	char *parent = slash ? strndup(path, (size_t)(slash - path + 1))
-	                     : strdup(".");
-	const char *base = slash ? slash + 1 : path;
-	int r, pfd;
-
-	if (!parent)
-		return -ENOMEM;
-	pfd = fsafe__open_dir(dirfd, parent);
-	free(parent);
-	if (pfd < 0)
-		return pfd;
-	r = *base ? fsafe__mkdirat(pfd, base, mode ? mode | 0700 : 0777)
-	          : -EINVAL;
-	if (r == 0 && sync) {
-		int nfd = fsafe__open_dir(pfd, base);
-		r = nfd < 0 ? nfd : fsafe__fsync(nfd);
-		if (nfd >= 0)
-			fsafe__close(nfd);
-		if (r == 0)
-			r = fsafe__fsync(pfd);
-	}
-	fsafe__close(pfd);
-	return r == -EEXIST ? 0 : r;
-}
-
 static int open_dir(int dirfd, const char *path,
                     const struct fsafe_store_opts *o)
 {
 	int fd = fsafe__open_dir(dirfd, path);
+	const char *step;
 
 	if (fd != -ENOENT || !(o->flags & FSAFE_STORE_CREATE))
 		return fd;
-	int r = make_dir(dirfd, path, o->mode,
-	                 !(o->write_flags & FSAFE_NO_SYNC));
-	return r < 0 ? r : fsafe__open_dir(dirfd, path);
+	int r = fsafe__mkdir_p(dirfd, path, o->mode ? o->mode | 0700 : 0777,
+	                       !(o->write_flags & FSAFE_NO_SYNC), &fd, &step);
+	return r < 0 ? r : fd;
 }
 
 int fsafe_store_open(int dirfd, const char *path,

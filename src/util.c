@@ -143,7 +143,7 @@ out:
 }
 
 int fsafe__mkdir_p(int dirfd, const char *path, mode_t mode, bool sync,
-                   const char **step)
+                   int *fd, const char **step)
 {
 	char buf[PATH_MAX];
 	char *save = NULL;
@@ -156,13 +156,22 @@ int fsafe__mkdir_p(int dirfd, const char *path, mode_t mode, bool sync,
 		return -ENAMETOOLONG;
 	memcpy(buf, path, n + 1);
 	int cur = fsafe__open_dir(dirfd, buf[0] == '/' ? "/" : ".");
-	for (char *c = strtok_r(buf, "/", &save); c && cur >= 0;
-	     c = strtok_r(NULL, "/", &save)) {
-		int next = open_or_make(cur, c, mode, sync, step);
+	char *c = strtok_r(buf, "/", &save);
+	while (c && cur >= 0) {
+		char *rest = strtok_r(NULL, "/", &save);
+		/* As mkdir -p -m: the mode is the last one's only. */
+		int next = open_or_make(cur, c, rest ? 0777 : mode, sync, step);
 		fsafe__close(cur);
 		cur = next;
+		c = rest;
 	}
-	return cur;
+	if (cur < 0)
+		return cur;
+	if (fd)
+		*fd = cur;
+	else
+		fsafe__close(cur);
+	return 0;
 }
 
 int fsafe__dir_each(int dirfd, fsafe__dir_fn *fn, void *arg)
