@@ -229,48 +229,47 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+struct gens {
+	uint64_t *v;
+	size_t n, cap;
+	bool dirs_only;
+};
+
+static int gen_push(int fd, const char *name, unsigned char type, void *arg)
+{
+	struct gens *g = arg;
+	uint64_t seq = gen_parse(name);
+
+	(void)fd;
+	if (!seq || (g->dirs_only && type != DT_DIR && type != DT_UNKNOWN))
+		return 0;
+	if (g->n == g->cap) {
+		size_t cap = g->cap ? 2 * g->cap : 8;
+		uint64_t *nv = realloc(g->v, cap * sizeof(*nv));
+		if (!nv)
+			return -ENOMEM;
+		g->v = nv, g->cap = cap;
+	}
+	g->v[g->n++] = seq;
+	return 0;
+}
+
 /* Every gen-* entry's sequence number (only directories', or every
    entry's), sorted. */
 static int list_gens(int dirfd, bool dirs_only, uint64_t **out, size_t *n)
 {
-	struct fsafe__dir *d = malloc(sizeof(*d));
-	uint64_t *v = NULL;
-	size_t cap = 0;
-	const char *name;
-	unsigned char type;
-	int r, fd = fsafe__open_dir(dirfd, ".");
+	struct gens g = { .dirs_only = dirs_only };
+	int r = fsafe__dir_each(dirfd, gen_push, &g);
 
 	*n = 0;
-	if (!d || fd < 0) {
-		free(d);
-		fsafe__close(fd);
-		return fd < 0 ? fd : -ENOMEM;
-	}
-	fsafe__dir_init(d, fd);
-	while ((r = fsafe__dir_next(d, &name, &type)) > 0) {
-		uint64_t seq = gen_parse(name);
-		if (!seq || (dirs_only && type != DT_DIR && type != DT_UNKNOWN))
-			continue;
-		if (*n == cap) {
-			cap = cap ? 2 * cap : 8;
-			uint64_t *nv = realloc(v, cap * sizeof(*v));
-			if (!nv) {
-				r = -ENOMEM;
-				break;
-			}
-			v = nv;
-		}
-		v[(*n)++] = seq;
-	}
-	fsafe__close(fd);
-	free(d);
 	if (r < 0) {
-		free(v);
+		free(g.v);
 		return r;
 	}
-	if (*n)
-		qsort(v, *n, sizeof(*v), cmp_u64);
-	*out = v;
+	if (g.n)
+		qsort(g.v, g.n, sizeof(*g.v), cmp_u64);
+	*out = g.v;
+	*n = g.n;
 	return 0;
 }
 
@@ -357,6 +356,20 @@ static void trail_free(struct trail *t)
 	memset(t, 0, sizeof(*t));
 }
 
+/* A quarantined entry is named for its generation, a suffix after it. */
+static int quarantined_max(int fd, const char *name, unsigned char type,
+                           void *arg)
+{
+	uint64_t *max = arg;
+	char g[GEN_NAME_LEN + 1];
+
+	(void)fd, (void)type;
+	snprintf(g, sizeof(g), "%s", name);
+	uint64_t q = gen_parse(g);
+	*max = q > *max ? q : *max;
+	return 0;
+}
+
 /*
  * The highest generation number this checkpoint ever used: every gen-*
  * entry present (of any type), every one in quarantine/, and every one the
@@ -373,19 +386,7 @@ static uint64_t seen_max(int dirfd, const struct trail *t)
 		max = v[n - 1];
 	free(v);
 	if ((qfd = fsafe__open_subdir(dirfd, FSAFE__CKPT_QUARANTINE)) >= 0) {
-		struct fsafe__dir *d = malloc(sizeof(*d));
-		const char *name;
-		unsigned char type;
-		char g[GEN_NAME_LEN + 1];
-		if (d) {
-			fsafe__dir_init(d, qfd);
-			while (fsafe__dir_next(d, &name, &type) > 0) {
-				snprintf(g, sizeof(g), "%s", name);
-				uint64_t q = gen_parse(g);
-				max = q > max ? q : max;
-			}
-			free(d);
-		}
+		fsafe__dir_each(qfd, quarantined_max, &max);
 		fsafe__close(qfd);
 	}
 	return max;
@@ -456,37 +457,29 @@ static int quarantine_current(fsafe_checkpoint *cp)
 	return r;
 }
 
+static int unlink_one(int fd, const char *name, unsigned char type,
+                      void *arg)
+{
+	int r = fsafe__unlinkat(fd, name, 0);
+
+	(void)type;
+	if (r < 0 && r != -ENOENT)
+		return r;
+	++*(int *)arg;
+	return 0;
+}
+
 /* Unlink every entry of fd's directory (a generation holds only files). */
 static int empty_dir(int fd)
 {
-	struct fsafe__dir *d = malloc(sizeof(*d));
-	const char *name;
-	unsigned char type;
 	int r, removed;
 
-	if (!d)
-		return -ENOMEM;
 	/* Passes until one removes nothing: unlinking while reading a
 	   directory may make getdents skip an entry. */
 	do {
 		removed = 0;
-		int dfd = fsafe__open_dir(fd, ".");
-		if (dfd < 0) {
-			free(d);
-			return dfd;
-		}
-		fsafe__dir_init(d, dfd);
-		while ((r = fsafe__dir_next(d, &name, &type)) > 0) {
-			int u = fsafe__unlinkat(fd, name, 0);
-			if (u < 0 && u != -ENOENT) {
-				r = u;
-				break;
-			}
-			removed++;
-		}
-		fsafe__close(dfd);
+		r = fsafe__dir_each(fd, unlink_one, &removed);
 	} while (r == 0 && removed);
-	free(d);
 	return r;
 }
 
@@ -1492,55 +1485,60 @@ static void fix_quarantine(struct walk *w, const char *name, const char *why,
  * file copied in, a leftover): not part of the set, so each goes to
  * quarantine alone as "gen-N.NAME"; the generation itself stays.
  */
+struct strays {
+	struct walk *w;
+	const struct fsafe__manifest *m;
+	const char *g; /* the generation's name */
+	int gfd;
+};
+
+static int stray_one(int fd, const char *name, unsigned char type, void *arg)
+{
+	const struct strays *s = arg;
+	struct walk *w = s->w;
+	char path[600], qname[NAME_MAX + 1], why[700];
+	char action[600], as[NAME_MAX + 1];
+	struct fsafe__ckpt_entry key = { .name = (char *)name };
+
+	(void)fd, (void)type;
+	if (w->stop)
+		return 1;
+	if (!strcmp(name, FSAFE__CKPT_MANIFEST) ||
+	    (s->m->n && bsearch(&key, s->m->e, s->m->n, sizeof(key),
+	                        fsafe__manifest_cmp_entry)))
+		return 0;
+	snprintf(path, sizeof(path), "%s/%.255s", s->g, name);
+	snprintf(qname, sizeof(qname), "%s.%.200s", s->g, name);
+	snprintf(why, sizeof(why), "%s: not in the manifest\n", path);
+	if (w->cp) {
+		int r = quarantine_from(w->dirfd, s->gfd, name, qname, why, as);
+		if (r == 0)
+			snprintf(action, sizeof(action), "quarantined as %s/%s",
+			         FSAFE__CKPT_QUARANTINE, as);
+		else
+			snprintf(action, sizeof(action), "not quarantined: %s",
+			         fsafe_strerror(r));
+		w->unfixed |= r < 0;
+	}
+	report(w, path, "not in the manifest (a stray entry)",
+	       w->cp ? action : NULL, 0);
+	return 0;
+}
+
 static void walk_strays(struct walk *w, uint64_t seq)
 {
-	char g[GEN_NAME_LEN + 1], path[600], qname[NAME_MAX + 1], why[700];
-	char action[600], as[NAME_MAX + 1];
+	char g[GEN_NAME_LEN + 1];
 	struct fsafe__manifest m;
-	struct fsafe__dir *d = malloc(sizeof(*d));
-	const char *name;
-	unsigned char type;
-	int gfd, lfd;
+	struct strays s = { .w = w, .m = &m, .g = g };
 
 	gen_name(seq, g);
-	if (!d || (gfd = fsafe__open_subdir(w->dirfd, g)) < 0) {
-		free(d);
+	if ((s.gfd = fsafe__open_subdir(w->dirfd, g)) < 0)
 		return;
-	}
-	if (manifest_read(gfd, seq, &m) == 0 &&
-	    (lfd = fsafe__open_dir(gfd, ".")) >= 0) {
-		fsafe__dir_init(d, lfd);
-		while (!w->stop && fsafe__dir_next(d, &name, &type) > 0) {
-			struct fsafe__ckpt_entry key = { .name = (char *)name };
-			if (!strcmp(name, FSAFE__CKPT_MANIFEST) ||
-			    (m.n && bsearch(&key, m.e, m.n, sizeof(key),
-			                    fsafe__manifest_cmp_entry)))
-				continue;
-			snprintf(path, sizeof(path), "%s/%.255s", g, name);
-			snprintf(qname, sizeof(qname), "%s.%.200s", g, name);
-			snprintf(why, sizeof(why), "%s: not in the manifest\n",
-			         path);
-			if (w->cp) {
-				int r = quarantine_from(w->dirfd, gfd, name,
-				                        qname, why, as);
-				if (r == 0)
-					snprintf(action, sizeof(action),
-					         "quarantined as %s/%s",
-					         FSAFE__CKPT_QUARANTINE, as);
-				else
-					snprintf(action, sizeof(action),
-					         "not quarantined: %s",
-					         fsafe_strerror(r));
-				w->unfixed |= r < 0;
-			}
-			report(w, path, "not in the manifest (a stray entry)",
-			       w->cp ? action : NULL, 0);
-		}
-		fsafe__close(lfd);
+	if (manifest_read(s.gfd, seq, &m) == 0) {
+		fsafe__dir_each(s.gfd, stray_one, &s);
 		fsafe__manifest_free(&m);
 	}
-	fsafe__close(gfd);
-	free(d);
+	fsafe__close(s.gfd);
 }
 
 /*

@@ -138,33 +138,6 @@ static int move_durably(int ofd, const char *old, int nfd, const char *new_)
 	return r == -ENOENT ? 0 : r;
 }
 
-/*
- * Call fn for each entry of directory dirfd, through a fresh descriptor
- * (a held one has a shared offset, and rewinding is no table call). Stops
- * early when fn returns non-zero, which scan returns; else 0 or -errno.
- */
-static int scan(int dirfd, int (*fn)(void *arg, const char *name),
-                void *arg)
-{
-	struct fsafe__dir *d = malloc(sizeof(*d));
-	const char *name;
-	unsigned char type;
-	int r = d ? fsafe__open_dir(dirfd, ".") : -ENOMEM;
-
-	if (r < 0) {
-		free(d);
-		return r;
-	}
-	fsafe__dir_init(d, r);
-	int fd = r;
-	while ((r = fsafe__dir_next(d, &name, &type)) == 1)
-		if ((r = fn(arg, name)) != 0)
-			break;
-	fsafe__close(fd);
-	free(d);
-	return r;
-}
-
 /* ---- open / close ------------------------------------------------------- */
 
 static int load_opts(const struct fsafe_inbox_opts *opts,
@@ -449,10 +422,12 @@ struct putback {
 	bool seen, dead;
 };
 
-static int put_back_one(void *arg, const char *name)
+static int put_back_one(int fd, const char *name, unsigned char type,
+                        void *arg)
 {
 	struct putback *pb = arg;
 
+	(void)fd, (void)type;
 	if (!is_claim(name))
 		return 0;
 	int r = pb->dead ? give_back_dead(pb->ib, pb->cfd, name)
@@ -474,7 +449,7 @@ static int return_all(fsafe_inbox *ib, int cfd, bool dead)
 
 	do {
 		pb.seen = false;
-		if ((r = scan(cfd, put_back_one, &pb)) < 0)
+		if ((r = fsafe__dir_each(cfd, put_back_one, &pb)) < 0)
 			return r;
 	} while (pb.seen);
 	if (pb.moved > 0 && (r = fsafe__fsync(ib->newfd)) < 0)
@@ -571,10 +546,11 @@ struct listing {
 	size_t cap;
 };
 
-static int list_one(void *arg, const char *name)
+static int list_one(int fd, const char *name, unsigned char type, void *arg)
 {
 	struct listing *l = arg;
 
+	(void)fd, (void)type;
 	return fsafe_is_staging_name(name) ? 0 : push_name(l->c, &l->cap, name);
 }
 
@@ -586,7 +562,7 @@ static int relist(fsafe_inbox_consumer *c)
 	int r;
 
 	free_names(c);
-	if ((r = scan(c->ib->newfd, list_one, &l)) < 0)
+	if ((r = fsafe__dir_each(c->ib->newfd, list_one, &l)) < 0)
 		return r;
 	if (c->n > 1)
 		qsort(c->names, c->n, sizeof(*c->names), cmp_names);
@@ -879,16 +855,16 @@ void fsafe_inbox_msg_free(fsafe_inbox_msg *m)
 
 /* ---- wait ------------------------------------------------------------------ */
 
-static int found_one(void *arg, const char *name)
+static int found_one(int fd, const char *name, unsigned char type, void *arg)
 {
-	(void)arg;
+	(void)fd, (void)type, (void)arg;
 	return !fsafe_is_staging_name(name);
 }
 
 /* Does new/ hold anything but stages? 1, 0 or -errno. */
 static int anything_new(fsafe_inbox *ib)
 {
-	return scan(ib->newfd, found_one, NULL);
+	return fsafe__dir_each(ib->newfd, found_one, NULL);
 }
 
 /* inotify on new/, as a wake-up hint only: failing to set it up just
@@ -1020,11 +996,13 @@ struct recovery {
 	struct fsafe_inbox_recovery rep;
 };
 
-static int recover_entry(void *arg, const char *name)
+static int recover_entry(int fd, const char *name, unsigned char type,
+                         void *arg)
 {
 	struct recovery *rc = arg;
 	char dir[DIR_MAX + 1];
 
+	(void)fd, (void)type;
 	/* Named consumers are never judged. */
 	if (!strchr("pbx", name[0]) || name[1] != '-' || strlen(name) > DIR_MAX)
 		return 0;
@@ -1040,7 +1018,7 @@ int fsafe_inbox_recover(fsafe_inbox *ib, uint64_t stage_age_ms,
 
 	if (r >= 0) {
 		rc.rep.swept = (unsigned)r;
-		r = scan(ib->claimedfd, recover_entry, &rc);
+		r = fsafe__dir_each(ib->claimedfd, recover_entry, &rc);
 	}
 	if (out) {
 		size_t n = out->size ? out->size : sizeof(rc.rep);

@@ -611,27 +611,31 @@ static void sweep_private(struct acq *a, int dirfd, const char *name,
 	fsafe__close(fd);
 }
 
+struct orphans {
+	struct acq *a;
+	char *raw;
+};
+
+static int sweep_entry(int fd, const char *name, unsigned char type,
+                       void *arg)
+{
+	struct orphans *o = arg;
+	enum priv_kind k = priv_kind(name);
+
+	if (k != PRIV_NONE && (type == DT_REG || type == DT_UNKNOWN))
+		sweep_private(o->a, fd, name, k, o->raw);
+	return 0;
+}
+
 /* Clean up after crashed acquirers, breakers and releasers. Best effort:
    the lock is already ours, nothing here can take it away. */
 static void sweep_orphans(struct acq *a)
 {
-	struct fsafe__dir *d = malloc(sizeof(*d));
-	char *raw = malloc(FSAFE__OWNER_MAX + 1);
-	int fd = d && raw ? fsafe__open_dir(a->t.dirfd, ".") : -ENOMEM;
-	const char *name;
-	unsigned char type;
+	struct orphans o = { a, malloc(FSAFE__OWNER_MAX + 1) };
 
-	if (fd >= 0) {
-		fsafe__dir_init(d, fd);
-		while (fsafe__dir_next(d, &name, &type) > 0) {
-			enum priv_kind k = priv_kind(name);
-			if (k != PRIV_NONE && (type == DT_REG || type == DT_UNKNOWN))
-				sweep_private(a, fd, name, k, raw);
-		}
-		fsafe__close(fd);
-	}
-	free(raw);
-	free(d);
+	if (o.raw)
+		fsafe__dir_each(a->t.dirfd, sweep_entry, &o);
+	free(o.raw);
 }
 
 /* ---- the API ---- */

@@ -379,26 +379,19 @@ static int cmp_u64(const void *a, const void *b)
 }
 
 /* The segment names in the directory, sorted into s->segs. */
+static int seg_found(int fd, const char *name, unsigned char type,
+                     void *arg)
+{
+	uint64_t seq;
+
+	(void)fd, (void)type;
+	return fsafe__seg_parse(name, &seq) ? seg_push(arg, seq) : 0;
+}
+
 static int list_segments(fsafe_spool *s, int dfd)
 {
-	struct fsafe__dir *d = malloc(sizeof(*d));
-	const char *name;
-	unsigned char type;
-	uint64_t seq;
-	int r, fd = fsafe__open_dir(dfd, ".");
+	int r = fsafe__dir_each(dfd, seg_found, s);
 
-	if (fd < 0 || !d) {
-		free(d);
-		if (fd >= 0)
-			fsafe__close(fd);
-		return fd < 0 ? fd : -ENOMEM;
-	}
-	fsafe__dir_init(d, fd);
-	while ((r = fsafe__dir_next(d, &name, &type)) > 0)
-		if (fsafe__seg_parse(name, &seq) && (r = seg_push(s, seq)) < 0)
-			break;
-	fsafe__close(fd);
-	free(d);
 	if (r == 0 && s->nsegs)
 		qsort(s->segs, s->nsegs, sizeof(*s->segs), cmp_u64);
 	return r;
@@ -1575,21 +1568,22 @@ static uint64_t spool_bytes(fsafe_spool *s)
 
 /* Entries in quarantine/: what every open since the spool began moved
    there, so the count survives reopening. */
+static int count_one(int fd, const char *name, unsigned char type, void *arg)
+{
+	(void)fd, (void)name, (void)type;
+	++*(uint64_t *)arg;
+	return 0;
+}
+
 static uint64_t quarantine_entries(fsafe_spool *s)
 {
-	struct fsafe__dir *d = malloc(sizeof(*d));
-	const char *name;
-	unsigned char type;
 	uint64_t n = 0;
-	int fd = d ? fsafe__open_subdir(s->dirfd, QUARANTINE) : -ENOMEM;
+	int fd = fsafe__open_subdir(s->dirfd, QUARANTINE);
 
 	if (fd >= 0) {
-		fsafe__dir_init(d, fd);
-		while (fsafe__dir_next(d, &name, &type) > 0)
-			n++;
+		fsafe__dir_each(fd, count_one, &n);
 		fsafe__close(fd);
 	}
-	free(d);
 	return n;
 }
 

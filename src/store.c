@@ -666,9 +666,10 @@ static enum fsafe_store_skip skip_kind(unsigned char type)
 }
 
 /* One directory entry: listed, reported, or passed over in silence. */
-static int list_entry(struct lister *ls, int dfd, const char *name,
-                      unsigned char type)
+static int list_entry(int dfd, const char *name, unsigned char type,
+                      void *arg)
 {
+	struct lister *ls = arg;
 	uint8_t key[FSAFE_STORE_KEY_MAX];
 	struct fsafe__rec rec = { 0 };
 	size_t klen;
@@ -715,23 +716,7 @@ static int item_cmp(const void *a, const void *b)
 
 static int list_dir(struct lister *ls)
 {
-	struct fsafe__dir *d = malloc(sizeof(*d));
-	int fd = d ? fsafe__open_dir(ls->s->dirfd, ".") : -ENOMEM;
-	const char *name;
-	unsigned char type;
-	int r;
-
-	if (fd < 0) {
-		free(d);
-		return fd;
-	}
-	fsafe__dir_init(d, fd);
-	while ((r = fsafe__dir_next(d, &name, &type)) > 0)
-		if ((r = list_entry(ls, fd, name, type)) < 0)
-			break;
-	fsafe__close(fd);
-	free(d);
-	return r;
+	return fsafe__dir_each(ls->s->dirfd, list_entry, ls);
 }
 
 int fsafe_store_list(fsafe_store *s, const struct fsafe_store_list_opts *opts,
