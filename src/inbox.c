@@ -30,17 +30,13 @@
 #include <unistd.h>
 
 #include "owner.h"
+#include "quarantine.h"
 #include "sys.h"
 #include "util.h"
-
-#ifndef RENAME_NOREPLACE
-#define RENAME_NOREPLACE (1 << 0)
-#endif
 
 static const char hexd[] = "0123456789abcdef";
 
 #define OWNER_NAME "owner"
-#define REASON_SUFFIX ".reason"
 #define DIR_MAX (2 + FSAFE_INBOX_NAME_MAX + 1)
 /* A claim directory still being born (b-) is left alone this long. */
 #define BIRTH_GRACE_MS 60000
@@ -575,46 +571,10 @@ static int relist(fsafe_inbox_consumer *c)
 int fsafe__inbox_quarantine(int quarfd, int srcfd, const char *name,
                             const char *why, char *dest_out)
 {
-	struct fsafe_write_opts wo = FSAFE_WRITE_OPTS_INIT;
-	char dest[NAME_MAX + 1], reason[NAME_MAX + 32];
-	struct stat st;
-	int r = fsafe__fstatat(srcfd, name, &st, AT_SYMLINK_NOFOLLOW);
+	char dest[NAME_MAX + 1];
 
-	if (r < 0)
-		return r;
-	/* A directory has no hard links: it is renamed. */
-	bool renamed = S_ISDIR(st.st_mode);
-	r = renamed ? fsafe__renameat2(srcfd, name, quarfd, name,
-	                               RENAME_NOREPLACE)
-	            : fsafe__linkat(srcfd, name, quarfd, name, 0);
-	snprintf(dest, sizeof(dest), "%s", name);
-	for (int i = 0; r == -EEXIST && i < 8; i++) {
-		/* A name seen before: keep both. */
-		uint32_t rnd = 0;
-		if ((r = fsafe__random(&rnd, sizeof(rnd))) < 0)
-			return r;
-		snprintf(dest, sizeof(dest), "%.200s.%08x", name, rnd);
-		r = renamed ? fsafe__renameat2(srcfd, name, quarfd, dest,
-		                               RENAME_NOREPLACE)
-		            : fsafe__linkat(srcfd, name, quarfd, dest, 0);
-	}
-	if (r < 0)
-		return r;
-	if (dest_out)
-		memcpy(dest_out, dest, strlen(dest) + 1);
-	snprintf(reason, sizeof(reason), "%s" REASON_SUFFIX, dest);
-	wo.flags = FSAFE_CREATE_ONLY | FSAFE_NO_FOLLOW;
-	/* The reason's commit syncs quarantine/, which then holds both
-	   names durably, before the old name goes. */
-	r = fsafe_write_fileat(quarfd, reason, why, strlen(why), &wo);
-	if (r == -EEXIST || r == -ENAMETOOLONG)
-		r = fsafe__fsync(quarfd);
-	if (r < 0 && r != FSAFE_ENOTDURABLE)
-		return r;
-	r = renamed ? 0 : fsafe__unlinkat(srcfd, name, 0);
-	if (r == -ENOENT)
-		r = 0;
-	return r < 0 ? r : fsafe__fsync(srcfd);
+	return fsafe__quarantine_link(srcfd, name, quarfd, why,
+	                              dest_out ? dest_out : dest, sizeof(dest));
 }
 
 static int quarantine(fsafe_inbox_consumer *c, const char *name,

@@ -34,4 +34,15 @@ int fsafe__quarantine_move(int dfd, const char *name, int qfd,
                            const char *why, bool sync, char *dest,
                            size_t cap);
 
+/*
+ * Move dfd/name into qfd as quarantine_move does (its own name, a numbered
+ * one if taken, NAME.reason beside it), but for a file by a hard link
+ * first, the old name dropped only once both names in qfd are durable: a
+ * crash leaves the file under both names, never under none (the inbox,
+ * whose recovery reads a link count above one as "also lives elsewhere").
+ * A directory is renamed. Always synced. 0 or -errno.
+ */
+int fsafe__quarantine_link(int dfd, const char *name, int qfd,
+                           const char *why, char *dest, size_t cap);
+
 #endif

@@ -2,11 +2,13 @@
  * The modules' shared helpers (src/util.h) under a table that misbehaves,
  * and the one CREATE rule every store follows through them: the store's
  * directory and its missing parents, as mkdir -p, each new directory
- * synced into its parent, mode 0777 less the umask.
+ * synced into its parent, mode 0777 less the umask. And the quarantine
+ * move by link that the inbox shares with the other stores.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,6 +28,7 @@
 #include "fsafe/inbox.h"
 #include "fsafe/spool.h"
 #include "fsafe/store.h"
+#include "quarantine.h"
 #include "sys.h"
 #include "testutil.h"
 #include "util.h"
@@ -431,6 +434,69 @@ static void inbox_create_makes_parents(void **state)
 	created(f, "s/t/inbox");
 }
 
+/* ---- quarantine by link ---- */
+
+static int sub_fd(struct tu_fx *f, const char *name)
+{
+	int fd;
+
+	assert_int_equal(mkdirat(f->dirfd, name, 0777), 0);
+	fd = openat(f->dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	return fd;
+}
+
+static void quarantine_link_keeps_every_name(void **state)
+{
+	struct tu_fx *f = *state;
+	char dest[NAME_MAX + 1], path[4096];
+	int d = sub_fd(f, "d"), q = sub_fd(f, "q");
+
+	snprintf(path, sizeof(path), "%s/d", f->dir);
+	tu_put(path, "m", "one", 3);
+	assert_int_equal(fsafe__quarantine_link(d, "m", q, "why 1\n", dest,
+	                                        sizeof(dest)), 0);
+	assert_string_equal(dest, "m");
+	tu_put(path, "m", "two", 3);
+	assert_int_equal(fsafe__quarantine_link(d, "m", q, "why 2\n", dest,
+	                                        sizeof(dest)), 0);
+	/* A name taken before keeps its bytes; the new one is numbered. */
+	assert_string_equal(dest, "m.1");
+	assert_int_equal(mkdirat(d, "sub", 0777), 0);
+	assert_int_equal(fsafe__quarantine_link(d, "sub", q, "a dir\n", dest,
+	                                        sizeof(dest)), 0);
+	assert_int_equal(tu_count_entries(path), 0);
+	snprintf(path, sizeof(path), "%s/q", f->dir);
+	assert_true(tu_equals(path, "m", "one", 3));
+	assert_true(tu_equals(path, "m.reason", "why 1\n", 6));
+	assert_true(tu_equals(path, "m.1", "two", 3));
+	assert_true(tu_equals(path, "m.1.reason", "why 2\n", 6));
+	assert_true(tu_equals(path, "sub.reason", "a dir\n", 6));
+	assert_int_equal(mode_of(f, "q/sub"), 0777 & ~umask_now());
+
+	/* Dropping the old name fails: the file is under both names, never
+	   under none (a link, not a rename). */
+	snprintf(path, sizeof(path), "%s/d", f->dir);
+	tu_put(path, "x", "x", 1);
+	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
+	assert_int_equal(fsafe__quarantine_link(d, "x", q, "x\n", dest,
+	                                        sizeof(dest)), 0);
+	int at = fault_first_call_named("unlinkat");
+	fault_remove();
+	assert_true(at > 0);
+	tu_put(path, "y", "y", 1);
+	fault_install(&(struct fault_plan){ .at = at, .kind = FAULT_ERRNO,
+	                                    .err = EIO });
+	int r = fsafe__quarantine_link(d, "y", q, "y\n", dest, sizeof(dest));
+	fault_remove();
+	assert_int_equal(r, -EIO);
+	assert_true(tu_equals(path, "y", "y", 1));
+	snprintf(path, sizeof(path), "%s/q", f->dir);
+	assert_true(tu_equals(path, "y", "y", 1));
+	close(d);
+	close(q);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, tu_fx_setup, tu_fx_teardown)
 #define T0(fn) cmocka_unit_test_setup_teardown(fn, umask_zero, umask_back)
 
@@ -449,6 +515,7 @@ int main(void)
 		T0(spool_create_makes_parents),
 		T0(checkpoint_create_makes_parents),
 		T0(inbox_create_makes_parents),
+		T(quarantine_link_keeps_every_name),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
