@@ -521,22 +521,6 @@ static int cmp_names(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int push_name(fsafe_inbox_consumer *c, size_t *cap, const char *name)
-{
-	if (c->n == *cap) {
-		size_t ncap = *cap ? 2 * *cap : 64;
-		char **p = realloc(c->names, ncap * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		c->names = p;
-		*cap = ncap;
-	}
-	if (!(c->names[c->n] = strdup(name)))
-		return -ENOMEM;
-	c->n++;
-	return 0;
-}
-
 struct listing {
 	fsafe_inbox_consumer *c;
 	size_t cap;
@@ -547,7 +531,9 @@ static int list_one(int fd, const char *name, unsigned char type, void *arg)
 	struct listing *l = arg;
 
 	(void)fd, (void)type;
-	return fsafe_is_staging_name(name) ? 0 : push_name(l->c, &l->cap, name);
+	return fsafe_is_staging_name(name)
+	               ? 0 : fsafe__strv_push(&l->c->names, &l->c->n, &l->cap,
+	                                      name);
 }
 
 /* One pass over new/: every name but the writer's stages, sorted, so ids

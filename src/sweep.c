@@ -76,22 +76,6 @@ void fsafe_sweep_result_free(fsafe_sweep_result *r)
 	free(r);
 }
 
-static int result_add(fsafe_sweep_result *r, const char *name)
-{
-	if (r->count == r->cap) {
-		size_t cap = r->cap ? 2 * r->cap : 16;
-		char **n = realloc(r->names, cap * sizeof(*n));
-		if (!n)
-			return -ENOMEM;
-		r->names = n;
-		r->cap = cap;
-	}
-	if (!(r->names[r->count] = strdup(name)))
-		return -ENOMEM;
-	r->count++;
-	return 0;
-}
-
 static int64_t mtime_ms(const struct stat *st)
 {
 	return (int64_t)st->st_mtim.tv_sec * 1000 + st->st_mtim.tv_nsec / 1000000;
@@ -205,7 +189,9 @@ static int sweep_entry(int fd, const char *name, unsigned char type,
 	    type != DT_LNK && type != DT_UNKNOWN))
 		return 0;
 	r = sweep_one(fd, name, type, s->cutoff, s->dry);
-	return r > 0 ? result_add(s->res, name) : r;
+	return r > 0 ? fsafe__strv_push(&s->res->names, &s->res->count,
+	                                &s->res->cap, name)
+	             : r;
 }
 
 int fsafe_sweep(int dirfd, const char *path, uint64_t older_than_ms,

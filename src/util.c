@@ -200,23 +200,32 @@ struct names {
 	size_t n, cap;
 };
 
+int fsafe__strv_push(char ***v, size_t *n, size_t *cap, const char *s)
+{
+	char *copy = strdup(s);
+
+	if (!copy)
+		return -ENOMEM;
+	if (*n == *cap) {
+		size_t ncap = *cap ? 2 * *cap : 16;
+		char **nv = realloc(*v, ncap * sizeof(*nv));
+		if (!nv) {
+			free(copy);
+			return -ENOMEM;
+		}
+		*v = nv;
+		*cap = ncap;
+	}
+	(*v)[(*n)++] = copy;
+	return 0;
+}
+
 static int add_name(int fd, const char *name, unsigned char type, void *arg)
 {
 	struct names *l = arg;
 
 	(void)fd, (void)type;
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? 2 * l->cap : 16;
-		char **v = realloc(l->v, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		l->v = v;
-		l->cap = cap;
-	}
-	if (!(l->v[l->n] = strdup(name)))
-		return -ENOMEM;
-	l->n++;
-	return 0;
+	return fsafe__strv_push(&l->v, &l->n, &l->cap, name);
 }
 
 static int name_cmp(const void *x, const void *y)

@@ -58,6 +58,10 @@ typedef int fsafe__dir_fn(int fd, const char *name, unsigned char type,
                           void *arg);
 int fsafe__dir_each(int dirfd, fsafe__dir_fn *fn, void *arg);
 
+/* Append a copy of s to the vector *v of *n strings (room for *cap, grown
+   as needed). 0 or -ENOMEM (the vector unchanged). */
+int fsafe__strv_push(char ***v, size_t *n, size_t *cap, const char *s);
+
 /* The names in directory dfd, sorted (a stable report order, and no entry
    skipped or seen twice while a repair renames some): 0 with a malloc'd
    vector in *out and its length in *n, or -errno (nothing to free). */
