@@ -395,13 +395,9 @@ static uint64_t seen_max(int dirfd, const struct trail *t)
 /* quarantine/ (made when missing and `create`), never through a link. */
 static int open_quarantine(int dirfd, bool create)
 {
-	int r = create ? fsafe__mkdirat(dirfd, FSAFE__CKPT_QUARANTINE, 0755) : 0;
-
-	if (r == 0 && create)
-		r = fsafe__fsync(dirfd);
-	if (r < 0 && r != -EEXIST)
-		return r;
-	return fsafe__open_subdir(dirfd, FSAFE__CKPT_QUARANTINE);
+	return create ? fsafe__subdir_make(dirfd, FSAFE__CKPT_QUARANTINE, 0777,
+	                                   true)
+	              : fsafe__open_subdir(dirfd, FSAFE__CKPT_QUARANTINE);
 }
 
 /*
@@ -1105,7 +1101,7 @@ int fsafe_checkpoint_begin(fsafe_checkpoint *cp, fsafe_checkpoint_tx **out)
 	tx_open_prev(tx);
 	gen_name(tx->seq, name);
 	if ((r = fsafe_batch_new(NULL, &tx->batch)) < 0 ||
-	    (r = fsafe__mkdirat(cp->dirfd, name, 0755)) < 0 ||
+	    (r = fsafe__mkdirat(cp->dirfd, name, 0777)) < 0 ||
 	    (tx->gfd = open_gen(cp, tx->seq)) < 0) {
 		if (r == 0)
 			r = tx->gfd;

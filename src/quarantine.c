@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "sys.h"
+#include "util.h"
 
 int fsafe__damage_say(fsafe_damage_fn fn, void *arg, const char *prefix,
                       const char *name, const char *what,
@@ -24,18 +25,12 @@ int fsafe__damage_say(fsafe_damage_fn fn, void *arg, const char *prefix,
 	return fn(&d, arg);
 }
 
+/* Private, as fsafe-store(3) and fsafe-lock(3) say: what is quarantined
+   (record names are keys, reasons quote content) is for the owner's
+   repair, not for every reader of the directory. */
 int fsafe__quarantine_open(int dfd, bool sync)
 {
-	int q = fsafe__open_subdir(dfd, FSAFE__QUARANTINE);
-
-	if (q != -ENOENT)
-		return q;
-	int r = fsafe__mkdirat(dfd, FSAFE__QUARANTINE, 0700);
-	if (r < 0 && r != -EEXIST)
-		return r;
-	if (r == 0 && sync && (r = fsafe__fsync(dfd)) < 0)
-		return r;
-	return fsafe__open_subdir(dfd, FSAFE__QUARANTINE);
+	return fsafe__subdir_make(dfd, FSAFE__QUARANTINE, 0700, sync);
 }
 
 static int place(int dfd, const char *name, int qfd, const char *dest,

@@ -265,18 +265,11 @@ static int lock_in(int lfd, const fsafe_store *s, fsafe_lock **l)
    repair quarantines it. */
 static int store_lock(const fsafe_store *s, fsafe_lock **l)
 {
-	int lfd = fsafe__open_subdir(s->dirfd, FSAFE__STORE_LOCK_DIR);
-
-	if (lfd >= 0)
-		return lock_in(lfd, s, l);
-	if (lfd != -ENOENT)
-		return lfd;
 	/* Made on first use, so that opening writes nothing; it need not
 	   be durable: a lock is never held across a power cut. */
-	int r = fsafe__mkdirat(s->dirfd, FSAFE__STORE_LOCK_DIR, 0777);
-	if (r < 0 && r != -EEXIST)
-		return r;
-	lfd = fsafe__open_subdir(s->dirfd, FSAFE__STORE_LOCK_DIR);
+	int lfd = fsafe__subdir_make(s->dirfd, FSAFE__STORE_LOCK_DIR, 0777,
+	                             false);
+
 	return lfd < 0 ? lfd : lock_in(lfd, s, l);
 }
 

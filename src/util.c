@@ -174,6 +174,20 @@ int fsafe__mkdir_p(int dirfd, const char *path, mode_t mode, bool sync,
 	return 0;
 }
 
+int fsafe__subdir_make(int dfd, const char *name, mode_t mode, bool sync)
+{
+	int fd = fsafe__open_subdir(dfd, name);
+
+	if (fd != -ENOENT)
+		return fd;
+	int r = fsafe__mkdirat(dfd, name, mode);
+	if (r < 0 && r != -EEXIST)
+		return r;
+	if (r == 0 && sync && (r = fsafe__fsync(dfd)) < 0)
+		return r;
+	return fsafe__open_subdir(dfd, name);
+}
+
 int fsafe__dir_each(int dirfd, fsafe__dir_fn *fn, void *arg)
 {
 	struct fsafe__dir *d = malloc(sizeof(*d));

@@ -48,6 +48,11 @@ uint64_t fsafe__mono_ms(void);
 int fsafe__mkdir_p(int dirfd, const char *path, mode_t mode, bool sync,
                    int *fd, const char **step);
 
+/* Subdirectory `name` of dfd, never through a symlink (fsafe__open_subdir),
+   made first when missing (`mode` less the umask); with `sync`, a new
+   one's entry is fsynced into dfd. Its fd, or -errno. */
+int fsafe__subdir_make(int dfd, const char *name, mode_t mode, bool sync);
+
 /*
  * Call fn(fd, name, type, arg) for each entry of directory dirfd but "."
  * and "..", through a fresh descriptor of it (fd; a held one has a shared

@@ -347,6 +347,44 @@ static void mkdir_p_says_which_step_failed(void **state)
 	assert_int_equal(mode_of(f, "p/q/r"), 0777 & ~umask_now());
 }
 
+static void subdir_make_never_follows_a_link(void **state)
+{
+	struct tu_fx *f = *state;
+	struct fault_plan plan = { .kind = FAULT_NONE };
+
+	fault_install(&plan);
+	int fd = fsafe__subdir_make(f->dirfd, "q", 0700, true);
+	int syncs = fault_calls_named("fsync");
+	fault_remove();
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(syncs, 1);
+	assert_int_equal(mode_of(f, "q"), 0700 & ~umask_now());
+	/* There already: opened, nothing made or synced. */
+	fault_install(&plan);
+	fd = fsafe__subdir_make(f->dirfd, "q", 0700, true);
+	int made = fault_calls_named("mkdirat") + fault_calls_named("fsync");
+	fault_remove();
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(made, 0);
+	/* Without sync, a new one is not synced. */
+	fault_install(&plan);
+	fd = fsafe__subdir_make(f->dirfd, "n", 0777, false);
+	syncs = fault_calls_named("fsync");
+	fault_remove();
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(syncs, 0);
+	/* A symlink in its place, even to a directory, is refused. */
+	assert_int_equal(symlinkat("q", f->dirfd, "l"), 0);
+	int r = fsafe__subdir_make(f->dirfd, "l", 0777, true);
+	assert_true(r == -ENOTDIR || r == -ELOOP);
+	tu_put(f->dir, "file", "x", 1);
+	assert_int_equal(fsafe__subdir_make(f->dirfd, "file", 0777, true),
+	                 -ENOTDIR);
+}
+
 /* ---- every store's CREATE: missing parents made, mode 0777 & ~umask ---- */
 
 /* Under umask 0 a mode the library chose shows whole (022 would make 0755
@@ -511,6 +549,7 @@ int main(void)
 		T(dir_names_are_sorted),
 		T0(mkdir_p_makes_missing_parents_durably),
 		T(mkdir_p_says_which_step_failed),
+		T(subdir_make_never_follows_a_link),
 		T0(store_create_makes_parents),
 		T0(spool_create_makes_parents),
 		T0(checkpoint_create_makes_parents),
