@@ -151,7 +151,7 @@ static int open_log(fsafe_checkpoint *cp)
 		                              O_RDONLY, NULL);
 		if (rfd < 0)
 			return rfd;
-		if (SYS->pread(rfd, &last, 1, st.st_size - 1) != 1)
+		if (fsafe__pread_full(rfd, &last, 1, st.st_size - 1) != 1)
 			last = 0;
 		fsafe__close(rfd);
 	}
