@@ -119,24 +119,19 @@ uint64_t fsafe__mono_ms(void)
 }
 
 /* Component c of cur: opened, or made first when missing. */
-static int open_or_make(int cur, const char *c, mode_t mode, bool sync,
+static int open_or_make(int cur, const char *c, mode_t mode,
                         const char **step)
 {
 	int next = fsafe__open_dir(cur, c);
-	int r;
 
-	if (next != -ENOENT)
-		goto out;
-	*step = "mkdir";
-	r = fsafe__mkdirat(cur, c, mode);
-	if (r < 0 && r != -EEXIST)
-		return r;
-	/* Made by someone else meanwhile: it may not be durable yet either. */
-	*step = "fsync directory";
-	if (sync && (r = fsafe__fsync(cur)) < 0)
-		return r;
-	next = fsafe__open_dir(cur, c);
-out:
+	if (next == -ENOENT) {
+		int r = fsafe__mkdirat(cur, c, mode);
+		if (r < 0 && r != -EEXIST) {
+			*step = "mkdir";
+			return r;
+		}
+		next = fsafe__open_dir(cur, c);
+	}
 	if (next < 0)
 		*step = "open directory";
 	return next;
@@ -155,12 +150,20 @@ int fsafe__mkdir_p(int dirfd, const char *path, mode_t mode, bool sync,
 	if (n >= sizeof(buf))
 		return -ENAMETOOLONG;
 	memcpy(buf, path, n + 1);
-	int cur = fsafe__open_dir(dirfd, buf[0] == '/' ? "/" : ".");
+	int r, cur = fsafe__open_dir(dirfd, buf[0] == '/' ? "/" : ".");
 	char *c = strtok_r(buf, "/", &save);
 	while (c && cur >= 0) {
 		char *rest = strtok_r(NULL, "/", &save);
 		/* As mkdir -p -m: the mode is the last one's only. */
-		int next = open_or_make(cur, c, rest ? 0777 : mode, sync, step);
+		int next = open_or_make(cur, c, rest ? 0777 : mode, step);
+		/* Made or found, the entry is synced: another process may have
+		   made it a moment ago and not synced it yet. A clean
+		   directory's sync costs a call and no flush. */
+		if (next >= 0 && sync && (r = fsafe__fsync(cur)) < 0) {
+			*step = "fsync directory";
+			fsafe__close(next);
+			next = r;
+		}
 		fsafe__close(cur);
 		cur = next;
 		c = rest;

@@ -36,14 +36,14 @@ uint64_t fsafe__mono_ms(void);
 
 /*
  * Open directory `path` at dirfd, making it and its missing parents first,
- * as mkdir -p does: a store's CREATE. The directory gets `mode` (less the
- * umask) and new parents 0777 (less the umask), as mkdir -p -m. With `sync`, each new directory's entry is fsynced into its
- * parent before anything is made beneath it, so what a store later
- * publishes in it survives a power cut. One found existing (or made by
- * someone else meanwhile) is used as it is; a symlink to a directory is
- * followed, as for any path the caller names. 0 with the directory's fd
- * (O_CLOEXEC) in *fd (NULL: closed), or -errno with *step naming the
- * failed step.
+ * as mkdir -p does: every store's CREATE, and the writer's FSAFE_MKDIR.
+ * The directory gets `mode` and new parents 0777, less the umask, as
+ * mkdir -p -m. With `sync`, each directory on the way has its entry for
+ * the next synced, made or found, before anything is made beneath it, so
+ * what is later published in it survives a power cut. A symlink to a
+ * directory is followed, as for any path the caller names. 0 with the
+ * directory's fd (O_CLOEXEC) in *fd (NULL: closed), or -errno with *step
+ * naming the failed step ("mkdir", "open directory", "fsync directory").
  */
 int fsafe__mkdir_p(int dirfd, const char *path, mode_t mode, bool sync,
                    int *fd, const char **step);
