@@ -31,6 +31,7 @@
 #include "manifest.h"
 #include "opts.h"
 #include "sys.h"
+#include "util.h"
 #include "writer.h"
 
 #define MANIFEST_MAX ((size_t)256 << 20)
@@ -40,14 +41,6 @@
 #define CHUNK ((size_t)1 << 20)
 
 /* ---- small helpers ------------------------------------------------------ */
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* seq <= GEN_MAX, so the name always has exactly 12 digits. */
 static void gen_name(uint64_t seq, char out[GEN_NAME_LEN + 1])
@@ -72,54 +65,6 @@ static uint64_t gen_parse(const char *name)
 		seq = seq * 10 + (uint64_t)(*p - '0');
 	}
 	return seq;
-}
-
-/* Read all of fd (at most max bytes) into a NUL-terminated buffer. */
-static int read_all(int fd, size_t max, char **out, size_t *len)
-{
-	size_t n = 0, cap = 4096;
-	char *b = malloc(cap + 1);
-
-	for (;;) {
-		if (!b)
-			return -ENOMEM;
-		if (n == cap) {
-			if (cap >= max) {
-				free(b);
-				return -EFBIG;
-			}
-			cap *= 2;
-			char *nb = realloc(b, cap + 1);
-			if (!nb)
-				free(b);
-			b = nb;
-			continue;
-		}
-		ssize_t r = fsafe__read(fd, b + n, cap - n);
-		if (r < 0) {
-			free(b);
-			return (int)r;
-		}
-		if (r == 0)
-			break;
-		n += (size_t)r;
-	}
-	b[n] = '\0';
-	*out = b;
-	*len = n;
-	return 0;
-}
-
-static int read_file_at(int dirfd, const char *name, size_t max, char **out,
-                        size_t *len)
-{
-	int fd = fsafe__open_regular(dirfd, name, O_RDONLY, NULL);
-
-	if (fd < 0)
-		return fd;
-	int r = read_all(fd, max, out, len);
-	fsafe__close(fd);
-	return r;
 }
 
 /* ---- the handle ---------------------------------------------------------- */
@@ -189,13 +134,10 @@ static void log_event(fsafe_checkpoint *cp, enum fsafe_checkpoint_event_kind k,
 		return;
 	if (cp->log_newline)
 		rec[n++] = '\n';
-	n += (size_t)fsafe__event_format(rec + n, sizeof(rec) - n, now_ms(), getpid(),
-	                          k, gen);
-	ssize_t w;
-	do
-		w = SYS->pwrite(cp->logfd, rec, n, st.st_size);
-	while (w < 0 && errno == EINTR);
-	if (w == (ssize_t)n && fsafe__fdatasync(cp->logfd) == 0)
+	n += (size_t)fsafe__event_format(rec + n, sizeof(rec) - n,
+	                                 fsafe__now_ms(), getpid(), k, gen);
+	if (fsafe__pwrite_all(cp->logfd, rec, n, st.st_size) == 0 &&
+	    fsafe__fdatasync(cp->logfd) == 0)
 		cp->log_newline = false;
 	else
 		cp->log_newline = true; /* a short write left a torn record */
@@ -222,7 +164,7 @@ static int open_log(fsafe_checkpoint *cp)
 		                              O_RDONLY, NULL);
 		if (rfd < 0)
 			return rfd;
-		if (SYS->pread(rfd, &last, 1, st.st_size - 1) != 1)
+		if (fsafe__pread_full(rfd, &last, 1, st.st_size - 1) != 1)
 			last = 0;
 		fsafe__close(rfd);
 	}
@@ -244,7 +186,8 @@ int fsafe_checkpoint_events(int dirfd, const char *path,
 		*damaged = 0;
 	if (dfd < 0)
 		return dfd;
-	int r = read_file_at(dfd, FSAFE__CKPT_LOG, LOG_MAX, &text, &len);
+	int r = fsafe__read_file_at(dfd, FSAFE__CKPT_LOG, LOG_MAX, &text,
+	                            &len);
 	fsafe__close(dfd);
 	if (r < 0)
 		return r;
@@ -262,7 +205,8 @@ static int read_current(int dirfd, uint64_t *seq)
 {
 	char *text;
 	size_t len;
-	int r = read_file_at(dirfd, FSAFE__CKPT_CURRENT, 4096, &text, &len);
+	int r = fsafe__read_file_at(dirfd, FSAFE__CKPT_CURRENT, 4096, &text,
+	                            &len);
 
 	*seq = 0;
 	if (r == -ENOENT)
@@ -302,48 +246,47 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+struct gens {
+	uint64_t *v;
+	size_t n, cap;
+	bool dirs_only;
+};
+
+static int gen_push(int fd, const char *name, unsigned char type, void *arg)
+{
+	struct gens *g = arg;
+	uint64_t seq = gen_parse(name);
+
+	(void)fd;
+	if (!seq || (g->dirs_only && type != DT_DIR && type != DT_UNKNOWN))
+		return 0;
+	if (g->n == g->cap) {
+		size_t cap = g->cap ? 2 * g->cap : 8;
+		uint64_t *nv = realloc(g->v, cap * sizeof(*nv));
+		if (!nv)
+			return -ENOMEM;
+		g->v = nv, g->cap = cap;
+	}
+	g->v[g->n++] = seq;
+	return 0;
+}
+
 /* Every gen-* entry's sequence number (only directories', or every
    entry's), sorted. */
 static int list_gens(int dirfd, bool dirs_only, uint64_t **out, size_t *n)
 {
-	struct fsafe__dir *d = malloc(sizeof(*d));
-	uint64_t *v = NULL;
-	size_t cap = 0;
-	const char *name;
-	unsigned char type;
-	int r, fd = fsafe__open_dir(dirfd, ".");
+	struct gens g = { .dirs_only = dirs_only };
+	int r = fsafe__dir_each(dirfd, gen_push, &g);
 
 	*n = 0;
-	if (!d || fd < 0) {
-		free(d);
-		fsafe__close(fd);
-		return fd < 0 ? fd : -ENOMEM;
-	}
-	fsafe__dir_init(d, fd);
-	while ((r = fsafe__dir_next(d, &name, &type)) > 0) {
-		uint64_t seq = gen_parse(name);
-		if (!seq || (dirs_only && type != DT_DIR && type != DT_UNKNOWN))
-			continue;
-		if (*n == cap) {
-			cap = cap ? 2 * cap : 8;
-			uint64_t *nv = realloc(v, cap * sizeof(*v));
-			if (!nv) {
-				r = -ENOMEM;
-				break;
-			}
-			v = nv;
-		}
-		v[(*n)++] = seq;
-	}
-	fsafe__close(fd);
-	free(d);
 	if (r < 0) {
-		free(v);
+		free(g.v);
 		return r;
 	}
-	if (*n)
-		qsort(v, *n, sizeof(*v), cmp_u64);
-	*out = v;
+	if (g.n)
+		qsort(g.v, g.n, sizeof(*g.v), cmp_u64);
+	*out = g.v;
+	*n = g.n;
 	return 0;
 }
 
@@ -430,6 +373,20 @@ static void trail_free(struct trail *t)
 	memset(t, 0, sizeof(*t));
 }
 
+/* A quarantined entry is named for its generation, a suffix after it. */
+static int quarantined_max(int fd, const char *name, unsigned char type,
+                           void *arg)
+{
+	uint64_t *max = arg;
+	char g[GEN_NAME_LEN + 1];
+
+	(void)fd, (void)type;
+	snprintf(g, sizeof(g), "%s", name);
+	uint64_t q = gen_parse(g);
+	*max = q > *max ? q : *max;
+	return 0;
+}
+
 /*
  * The highest generation number this checkpoint ever used: every gen-*
  * entry present (of any type), every one in quarantine/, and every one the
@@ -446,19 +403,7 @@ static uint64_t seen_max(int dirfd, const struct trail *t)
 		max = v[n - 1];
 	free(v);
 	if ((qfd = fsafe__open_subdir(dirfd, FSAFE__CKPT_QUARANTINE)) >= 0) {
-		struct fsafe__dir *d = malloc(sizeof(*d));
-		const char *name;
-		unsigned char type;
-		char g[GEN_NAME_LEN + 1];
-		if (d) {
-			fsafe__dir_init(d, qfd);
-			while (fsafe__dir_next(d, &name, &type) > 0) {
-				snprintf(g, sizeof(g), "%s", name);
-				uint64_t q = gen_parse(g);
-				max = q > max ? q : max;
-			}
-			free(d);
-		}
+		fsafe__dir_each(qfd, quarantined_max, &max);
 		fsafe__close(qfd);
 	}
 	return max;
@@ -467,13 +412,9 @@ static uint64_t seen_max(int dirfd, const struct trail *t)
 /* quarantine/ (made when missing and `create`), never through a link. */
 static int open_quarantine(int dirfd, bool create)
 {
-	int r = create ? fsafe__mkdirat(dirfd, FSAFE__CKPT_QUARANTINE, 0755) : 0;
-
-	if (r == 0 && create)
-		r = fsafe__fsync(dirfd);
-	if (r < 0 && r != -EEXIST)
-		return r;
-	return fsafe__open_subdir(dirfd, FSAFE__CKPT_QUARANTINE);
+	return create ? fsafe__subdir_make(dirfd, FSAFE__CKPT_QUARANTINE, 0777,
+	                                   true)
+	              : fsafe__open_subdir(dirfd, FSAFE__CKPT_QUARANTINE);
 }
 
 /*
@@ -529,37 +470,29 @@ static int quarantine_current(fsafe_checkpoint *cp)
 	return r;
 }
 
+static int unlink_one(int fd, const char *name, unsigned char type,
+                      void *arg)
+{
+	int r = fsafe__unlinkat(fd, name, 0);
+
+	(void)type;
+	if (r < 0 && r != -ENOENT)
+		return r;
+	++*(int *)arg;
+	return 0;
+}
+
 /* Unlink every entry of fd's directory (a generation holds only files). */
 static int empty_dir(int fd)
 {
-	struct fsafe__dir *d = malloc(sizeof(*d));
-	const char *name;
-	unsigned char type;
 	int r, removed;
 
-	if (!d)
-		return -ENOMEM;
 	/* Passes until one removes nothing: unlinking while reading a
 	   directory may make getdents skip an entry. */
 	do {
 		removed = 0;
-		int dfd = fsafe__open_dir(fd, ".");
-		if (dfd < 0) {
-			free(d);
-			return dfd;
-		}
-		fsafe__dir_init(d, dfd);
-		while ((r = fsafe__dir_next(d, &name, &type)) > 0) {
-			int u = fsafe__unlinkat(fd, name, 0);
-			if (u < 0 && u != -ENOENT) {
-				r = u;
-				break;
-			}
-			removed++;
-		}
-		fsafe__close(dfd);
+		r = fsafe__dir_each(fd, unlink_one, &removed);
 	} while (r == 0 && removed);
-	free(d);
 	return r;
 }
 
@@ -616,8 +549,8 @@ static int manifest_read(int gfd, uint64_t seq, struct fsafe__manifest *m)
 {
 	char *text;
 	size_t len;
-	int r = read_file_at(gfd, FSAFE__CKPT_MANIFEST, MANIFEST_MAX, &text,
-	                     &len);
+	int r = fsafe__read_file_at(gfd, FSAFE__CKPT_MANIFEST, MANIFEST_MAX,
+	                            &text, &len);
 
 	memset(m, 0, sizeof(*m));
 	if (r < 0)
@@ -946,32 +879,12 @@ int fsafe_checkpoint_verify(fsafe_checkpoint *cp, uint64_t generation,
 
 /* ---- open and close ----------------------------------------------------------- */
 
-/* mkdir `path` (relative to dirfd) and make its entry durable. */
+/* mkdir -p `path` (relative to dirfd), each new entry durable. */
 static int make_dir(int dirfd, const char *path)
 {
-	const char *slash = strrchr(path, '/');
-	int pfd = dirfd, r;
+	const char *step;
 
-	if (slash && slash[1] == '\0')
-		return -EINVAL;
-	if (slash) {
-		char *parent = strndup(path, (size_t)(slash - path) + 1);
-		if (!parent)
-			return -ENOMEM;
-		pfd = fsafe__open_dir(dirfd, parent);
-		free(parent);
-		if (pfd < 0)
-			return pfd;
-	} else if (dirfd == AT_FDCWD) {
-		if ((pfd = fsafe__open_dir(AT_FDCWD, ".")) < 0)
-			return pfd;
-	}
-	r = fsafe__mkdirat(pfd, slash ? slash + 1 : path, 0755);
-	if (r == 0)
-		r = fsafe__fsync(pfd);
-	if (pfd != dirfd)
-		fsafe__close(pfd);
-	return r == -EEXIST ? 0 : r;
+	return fsafe__mkdir_p(dirfd, path, 0777, true, NULL, &step);
 }
 
 static int load_opts(fsafe_checkpoint *cp,
@@ -1257,7 +1170,7 @@ int fsafe_checkpoint_begin(fsafe_checkpoint *cp, fsafe_checkpoint_tx **out)
 	tx_open_prev(tx);
 	gen_name(tx->seq, name);
 	if ((r = fsafe_batch_new(NULL, &tx->batch)) < 0 ||
-	    (r = fsafe__mkdirat(cp->dirfd, name, 0755)) < 0 ||
+	    (r = fsafe__mkdirat(cp->dirfd, name, 0777)) < 0 ||
 	    (tx->gfd = open_gen(cp, tx->seq)) < 0) {
 		if (r == 0)
 			r = tx->gfd;
@@ -1443,7 +1356,7 @@ static int cmp_txfile(const void *a, const void *b)
 
 static int tx_manifest(fsafe_checkpoint_tx *tx, char **text, size_t *len)
 {
-	struct fsafe__manifest m = { .seq = tx->seq, .time_ms = now_ms(),
+	struct fsafe__manifest m = { .seq = tx->seq, .time_ms = fsafe__now_ms(),
 	                             .revision = tx->cp->revision, .n = tx->n };
 	int r;
 
@@ -1665,55 +1578,60 @@ static void fix_quarantine(struct walk *w, const char *name, const char *why,
  * file copied in, a leftover): not part of the set, so each goes to
  * quarantine alone as "gen-N.NAME"; the generation itself stays.
  */
+struct strays {
+	struct walk *w;
+	const struct fsafe__manifest *m;
+	const char *g; /* the generation's name */
+	int gfd;
+};
+
+static int stray_one(int fd, const char *name, unsigned char type, void *arg)
+{
+	const struct strays *s = arg;
+	struct walk *w = s->w;
+	char path[600], qname[NAME_MAX + 1], why[700];
+	char action[600], as[NAME_MAX + 1];
+	struct fsafe__ckpt_entry key = { .name = (char *)name };
+
+	(void)fd, (void)type;
+	if (w->stop)
+		return 1;
+	if (!strcmp(name, FSAFE__CKPT_MANIFEST) ||
+	    (s->m->n && bsearch(&key, s->m->e, s->m->n, sizeof(key),
+	                        fsafe__manifest_cmp_entry)))
+		return 0;
+	snprintf(path, sizeof(path), "%s/%.255s", s->g, name);
+	snprintf(qname, sizeof(qname), "%s.%.200s", s->g, name);
+	snprintf(why, sizeof(why), "%s: not in the manifest\n", path);
+	if (w->cp) {
+		int r = quarantine_from(w->dirfd, s->gfd, name, qname, why, as);
+		if (r == 0)
+			snprintf(action, sizeof(action), "quarantined as %s/%s",
+			         FSAFE__CKPT_QUARANTINE, as);
+		else
+			snprintf(action, sizeof(action), "not quarantined: %s",
+			         fsafe_strerror(r));
+		w->unfixed |= r < 0;
+	}
+	report(w, path, "not in the manifest (a stray entry)",
+	       w->cp ? action : NULL, 0);
+	return 0;
+}
+
 static void walk_strays(struct walk *w, uint64_t seq)
 {
-	char g[GEN_NAME_LEN + 1], path[600], qname[NAME_MAX + 1], why[700];
-	char action[600], as[NAME_MAX + 1];
+	char g[GEN_NAME_LEN + 1];
 	struct fsafe__manifest m;
-	struct fsafe__dir *d = malloc(sizeof(*d));
-	const char *name;
-	unsigned char type;
-	int gfd, lfd;
+	struct strays s = { .w = w, .m = &m, .g = g };
 
 	gen_name(seq, g);
-	if (!d || (gfd = fsafe__open_subdir(w->dirfd, g)) < 0) {
-		free(d);
+	if ((s.gfd = fsafe__open_subdir(w->dirfd, g)) < 0)
 		return;
-	}
-	if (manifest_read(gfd, seq, &m) == 0 &&
-	    (lfd = fsafe__open_dir(gfd, ".")) >= 0) {
-		fsafe__dir_init(d, lfd);
-		while (!w->stop && fsafe__dir_next(d, &name, &type) > 0) {
-			struct fsafe__ckpt_entry key = { .name = (char *)name };
-			if (!strcmp(name, FSAFE__CKPT_MANIFEST) ||
-			    (m.n && bsearch(&key, m.e, m.n, sizeof(key),
-			                    fsafe__manifest_cmp_entry)))
-				continue;
-			snprintf(path, sizeof(path), "%s/%.255s", g, name);
-			snprintf(qname, sizeof(qname), "%s.%.200s", g, name);
-			snprintf(why, sizeof(why), "%s: not in the manifest\n",
-			         path);
-			if (w->cp) {
-				int r = quarantine_from(w->dirfd, gfd, name,
-				                        qname, why, as);
-				if (r == 0)
-					snprintf(action, sizeof(action),
-					         "quarantined as %s/%s",
-					         FSAFE__CKPT_QUARANTINE, as);
-				else
-					snprintf(action, sizeof(action),
-					         "not quarantined: %s",
-					         fsafe_strerror(r));
-				w->unfixed |= r < 0;
-			}
-			report(w, path, "not in the manifest (a stray entry)",
-			       w->cp ? action : NULL, 0);
-		}
-		fsafe__close(lfd);
+	if (manifest_read(s.gfd, seq, &m) == 0) {
+		fsafe__dir_each(s.gfd, stray_one, &s);
 		fsafe__manifest_free(&m);
 	}
-	fsafe__close(gfd);
-	free(d);
+	fsafe__close(s.gfd);
 }
 
 /*
@@ -1889,7 +1807,8 @@ static int rewrite_log(struct walk *w, char *as)
 	struct kept k = { 0 };
 	char *text = NULL;
 	size_t len, bad;
-	int r = read_file_at(w->dirfd, FSAFE__CKPT_LOG, LOG_MAX, &text, &len);
+	int r = fsafe__read_file_at(w->dirfd, FSAFE__CKPT_LOG, LOG_MAX, &text,
+	                            &len);
 
 	if (r < 0)
 		return r;

@@ -33,16 +33,13 @@
 #include "error.h"
 #include "opts.h"
 #include "owner.h"
+#include "quarantine.h"
 #include "sys.h"
-
-#ifndef RENAME_NOREPLACE
-#define RENAME_NOREPLACE (1 << 0)
-#endif
+#include "util.h"
 
 static const char hexd[] = "0123456789abcdef";
 
 #define OWNER_NAME "owner"
-#define REASON_SUFFIX ".reason"
 #define DIR_MAX (2 + FSAFE_INBOX_NAME_MAX + 1)
 /* A claim directory still being born (b-) is left alone this long. */
 #define BIRTH_GRACE_MS 60000
@@ -141,41 +138,6 @@ static int move_durably(int ofd, const char *old, int nfd, const char *new_)
 	return r == -ENOENT ? 0 : r;
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/*
- * Call fn for each entry of directory dirfd, through a fresh descriptor
- * (a held one has a shared offset, and rewinding is no table call). Stops
- * early when fn returns non-zero, which scan returns; else 0 or -errno.
- */
-static int scan(int dirfd, int (*fn)(void *arg, const char *name),
-                void *arg)
-{
-	struct fsafe__dir *d = malloc(sizeof(*d));
-	const char *name;
-	unsigned char type;
-	int r = d ? fsafe__open_dir(dirfd, ".") : -ENOMEM;
-
-	if (r < 0) {
-		free(d);
-		return r;
-	}
-	fsafe__dir_init(d, r);
-	int fd = r;
-	while ((r = fsafe__dir_next(d, &name, &type)) == 1)
-		if ((r = fn(arg, name)) != 0)
-			break;
-	fsafe__close(fd);
-	free(d);
-	return r;
-}
-
 /* ---- open / close ------------------------------------------------------- */
 
 /* A failed call: its detail, to the error member the open was given. */
@@ -210,29 +172,12 @@ static int load_opts(const struct fsafe_inbox_opts *opts,
 	return 0;
 }
 
-/* Create the inbox directory itself and make its entry durable. */
+/* Create the inbox directory (missing parents too), durably. */
 static int create_top(int dirfd, const char *path)
 {
-	int r = ensure_dir(dirfd, path);
+	const char *step;
 
-	if (r <= 0)
-		return r;
-	const char *slash = strrchr(path, '/');
-	char parent[4096] = ".";
-	if (slash) {
-		size_t n = slash == path ? 1 : (size_t)(slash - path);
-		if (n >= sizeof(parent))
-			return -ENAMETOOLONG;
-		memcpy(parent, path, n);
-		parent[n] = '\0';
-	}
-	/* dirfd may be AT_FDCWD: open the parent rather than sync dirfd. */
-	int fd = fsafe__open_dir(dirfd, parent);
-	if (fd < 0)
-		return fd;
-	r = fsafe__fsync(fd);
-	fsafe__close(fd);
-	return r;
+	return fsafe__mkdir_p(dirfd, path, 0777, true, NULL, &step);
 }
 
 static int open_subdirs(fsafe_inbox *ib, bool create)
@@ -508,10 +453,12 @@ struct putback {
 	bool seen, dead;
 };
 
-static int put_back_one(void *arg, const char *name)
+static int put_back_one(int fd, const char *name, unsigned char type,
+                        void *arg)
 {
 	struct putback *pb = arg;
 
+	(void)fd, (void)type;
 	if (!is_claim(name))
 		return 0;
 	int r = pb->dead ? give_back_dead(pb->ib, pb->cfd, name)
@@ -533,7 +480,7 @@ static int return_all(fsafe_inbox *ib, int cfd, bool dead)
 
 	do {
 		pb.seen = false;
-		if ((r = scan(cfd, put_back_one, &pb)) < 0)
+		if ((r = fsafe__dir_each(cfd, put_back_one, &pb)) < 0)
 			return r;
 	} while (pb.seen);
 	if (pb.moved > 0 && (r = fsafe__fsync(ib->newfd)) < 0)
@@ -614,32 +561,19 @@ static int cmp_names(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int push_name(fsafe_inbox_consumer *c, size_t *cap, const char *name)
-{
-	if (c->n == *cap) {
-		size_t ncap = *cap ? 2 * *cap : 64;
-		char **p = realloc(c->names, ncap * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		c->names = p;
-		*cap = ncap;
-	}
-	if (!(c->names[c->n] = strdup(name)))
-		return -ENOMEM;
-	c->n++;
-	return 0;
-}
-
 struct listing {
 	fsafe_inbox_consumer *c;
 	size_t cap;
 };
 
-static int list_one(void *arg, const char *name)
+static int list_one(int fd, const char *name, unsigned char type, void *arg)
 {
 	struct listing *l = arg;
 
-	return fsafe_is_staging_name(name) ? 0 : push_name(l->c, &l->cap, name);
+	(void)fd, (void)type;
+	return fsafe_is_staging_name(name)
+	               ? 0 : fsafe__strv_push(&l->c->names, &l->c->n, &l->cap,
+	                                      name);
 }
 
 /* One pass over new/: every name but the writer's stages, sorted, so ids
@@ -650,7 +584,7 @@ static int relist(fsafe_inbox_consumer *c)
 	int r;
 
 	free_names(c);
-	if ((r = scan(c->ib->newfd, list_one, &l)) < 0)
+	if ((r = fsafe__dir_each(c->ib->newfd, list_one, &l)) < 0)
 		return r;
 	if (c->n > 1)
 		qsort(c->names, c->n, sizeof(*c->names), cmp_names);
@@ -663,46 +597,10 @@ static int relist(fsafe_inbox_consumer *c)
 int fsafe__inbox_quarantine(int quarfd, int srcfd, const char *name,
                             const char *why, char *dest_out)
 {
-	struct fsafe_write_opts wo = FSAFE_WRITE_OPTS_INIT;
-	char dest[NAME_MAX + 1], reason[NAME_MAX + 32];
-	struct stat st;
-	int r = fsafe__fstatat(srcfd, name, &st, AT_SYMLINK_NOFOLLOW);
+	char dest[NAME_MAX + 1];
 
-	if (r < 0)
-		return r;
-	/* A directory has no hard links: it is renamed. */
-	bool renamed = S_ISDIR(st.st_mode);
-	r = renamed ? fsafe__renameat2(srcfd, name, quarfd, name,
-	                               RENAME_NOREPLACE)
-	            : fsafe__linkat(srcfd, name, quarfd, name, 0);
-	snprintf(dest, sizeof(dest), "%s", name);
-	for (int i = 0; r == -EEXIST && i < 8; i++) {
-		/* A name seen before: keep both. */
-		uint32_t rnd = 0;
-		if ((r = fsafe__random(&rnd, sizeof(rnd))) < 0)
-			return r;
-		snprintf(dest, sizeof(dest), "%.200s.%08x", name, rnd);
-		r = renamed ? fsafe__renameat2(srcfd, name, quarfd, dest,
-		                               RENAME_NOREPLACE)
-		            : fsafe__linkat(srcfd, name, quarfd, dest, 0);
-	}
-	if (r < 0)
-		return r;
-	if (dest_out)
-		memcpy(dest_out, dest, strlen(dest) + 1);
-	snprintf(reason, sizeof(reason), "%s" REASON_SUFFIX, dest);
-	wo.flags = FSAFE_CREATE_ONLY | FSAFE_NO_FOLLOW;
-	/* The reason's commit syncs quarantine/, which then holds both
-	   names durably, before the old name goes. */
-	r = fsafe_write_fileat(quarfd, reason, why, strlen(why), &wo);
-	if (r == -EEXIST || r == -ENAMETOOLONG)
-		r = fsafe__fsync(quarfd);
-	if (r < 0 && r != FSAFE_ENOTDURABLE)
-		return r;
-	r = renamed ? 0 : fsafe__unlinkat(srcfd, name, 0);
-	if (r == -ENOENT)
-		r = 0;
-	return r < 0 ? r : fsafe__fsync(srcfd);
+	return fsafe__quarantine_link(srcfd, name, quarfd, why,
+	                              dest_out ? dest_out : dest, sizeof(dest));
 }
 
 static int quarantine(fsafe_inbox_consumer *c, const char *name,
@@ -718,21 +616,9 @@ static int quarantine(fsafe_inbox_consumer *c, const char *name,
 /* Read exactly len bytes at off; -EBADMSG when the file is shorter. */
 static int read_exact(int fd, void *buf, size_t len, off_t off)
 {
-	uint8_t *p = buf;
+	ssize_t n = fsafe__pread_full(fd, buf, len, off);
 
-	while (len > 0) {
-		ssize_t n = SYS->pread(fd, p, len, off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return -EBADMSG;
-		p += n;
-		len -= (size_t)n;
-		off += n;
-	}
-	return 0;
+	return n < 0 ? (int)n : (size_t)n < len ? -EBADMSG : 0;
 }
 
 const char *fsafe__inbox_type_name(unsigned mode)
@@ -1000,16 +886,16 @@ void fsafe_inbox_msg_free(fsafe_inbox_msg *m)
 
 /* ---- wait ------------------------------------------------------------------ */
 
-static int found_one(void *arg, const char *name)
+static int found_one(int fd, const char *name, unsigned char type, void *arg)
 {
-	(void)arg;
+	(void)fd, (void)type, (void)arg;
 	return !fsafe_is_staging_name(name);
 }
 
 /* Does new/ hold anything but stages? 1, 0 or -errno. */
 static int anything_new(fsafe_inbox *ib)
 {
-	return scan(ib->newfd, found_one, NULL);
+	return fsafe__dir_each(ib->newfd, found_one, NULL);
 }
 
 /* inotify on new/, as a wake-up hint only: failing to set it up just
@@ -1042,7 +928,7 @@ static void drain(int fd)
 
 int fsafe_inbox_wait(fsafe_inbox_consumer *c, uint64_t timeout_ms)
 {
-	int64_t start = now_ms();
+	uint64_t start = fsafe__mono_ms();
 	uint64_t slice = 1;
 	int r;
 
@@ -1054,7 +940,7 @@ int fsafe_inbox_wait(fsafe_inbox_consumer *c, uint64_t timeout_ms)
 		if ((r = anything_new(c->ib)) != 0)
 			return r < 0 ? fail(c->ib, r, "list new/") : 0;
 		/* A timeout of 0 looks once and never sleeps. */
-		uint64_t spent = (uint64_t)(now_ms() - start);
+		uint64_t spent = fsafe__mono_ms() - start;
 		if (timeout_ms != FSAFE_FOREVER && spent >= timeout_ms)
 			return fail(c->ib, -ETIMEDOUT, "wait (timed out)");
 		uint64_t left = timeout_ms == FSAFE_FOREVER
@@ -1100,7 +986,7 @@ static int recover_one(fsafe_inbox *ib, const char *dir,
 		   was whole. It holds no claim, so age may judge it. */
 		struct stat st;
 		if (fsafe__fstat(cfd, &st) == 0 &&
-		    now_ms() - (int64_t)st.st_mtime * 1000 > BIRTH_GRACE_MS)
+		    fsafe__now_ms() - (int64_t)st.st_mtime * 1000 > BIRTH_GRACE_MS)
 			retire(ib, cfd, dir); /* best effort: litter only */
 		fsafe__close(cfd);
 		return 0;
@@ -1143,11 +1029,13 @@ struct recovery {
 	struct fsafe_inbox_recovery rep;
 };
 
-static int recover_entry(void *arg, const char *name)
+static int recover_entry(int fd, const char *name, unsigned char type,
+                         void *arg)
 {
 	struct recovery *rc = arg;
 	char dir[DIR_MAX + 1];
 
+	(void)fd, (void)type;
 	/* Named consumers are never judged. */
 	if (!strchr("pbx", name[0]) || name[1] != '-' || strlen(name) > DIR_MAX)
 		return 0;
@@ -1170,7 +1058,8 @@ int fsafe_inbox_recover(fsafe_inbox *ib, uint64_t stage_age_ms,
 	r = fsafe_sweep(ib->newfd, ".", stage_age_ms, 0, NULL, NULL);
 	if (r >= 0) {
 		rc.rep.swept = (unsigned)r;
-		r = scan(ib->claimedfd, recover_entry, &rc), step = "recover claims";
+		r = fsafe__dir_each(ib->claimedfd, recover_entry, &rc),
+		step = "recover claims";
 	}
 	if (out)
 		FSAFE__OPTS_COPY_OUT(out, &rc.rep, FSAFE_INBOX_RECOVERY_SIZE_V0);

@@ -22,6 +22,7 @@
 
 #include "owner.h"
 #include "sys.h"
+#include "util.h"
 
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1 << 0)
@@ -71,64 +72,19 @@ static void failed(char *buf, size_t len, int r)
 
 struct names {
 	char **v;
-	size_t n, cap;
+	size_t n;
 };
 
 static void names_free(struct names *l)
 {
-	for (size_t i = 0; i < l->n; i++)
-		free(l->v[i]);
-	free(l->v);
-}
-
-static int cmp(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
+	fsafe__dir_names_free(l->v, l->n);
 }
 
 /* The entries of fd, sorted (a stable report order, and a snapshot that
    repair's own moves cannot disturb). */
 static int list(int fd, struct names *l)
 {
-	struct fsafe__dir *d = malloc(sizeof(*d));
-	const char *name;
-	unsigned char type;
-	int r = d ? fsafe__open_dir(fd, ".") : -ENOMEM;
-
-	memset(l, 0, sizeof(*l));
-	if (r < 0) {
-		free(d);
-		return r;
-	}
-	fsafe__dir_init(d, r);
-	int dfd = r;
-	while ((r = fsafe__dir_next(d, &name, &type)) == 1) {
-		if (l->n == l->cap) {
-			size_t cap = l->cap ? 2 * l->cap : 32;
-			char **v = realloc(l->v, cap * sizeof(*v));
-			if (!v) {
-				r = -ENOMEM;
-				break;
-			}
-			l->v = v;
-			l->cap = cap;
-		}
-		if (!(l->v[l->n] = strdup(name))) {
-			r = -ENOMEM;
-			break;
-		}
-		l->n++;
-	}
-	fsafe__close(dfd);
-	free(d);
-	if (r < 0) {
-		names_free(l);
-		memset(l, 0, sizeof(*l));
-		return r;
-	}
-	if (l->n > 1)
-		qsort(l->v, l->n, sizeof(*l->v), cmp);
-	return 0;
+	return fsafe__dir_names(fd, &l->v, &l->n);
 }
 
 /* ---- one damaged entry ----------------------------------------------------- */

@@ -33,6 +33,7 @@
 #include "quarantine.h"
 #include "sys.h"
 #include "target.h"
+#include "util.h"
 
 #define PRIV_PREFIX ".lock-"
 #define PRIV_MAX 64
@@ -136,21 +137,6 @@ static int check_regular(int fd, struct stat *st)
 	return S_ISREG(st->st_mode) ? 0 : -EINVAL;
 }
 
-static int pwrite_all(int fd, const char *buf, size_t len, off_t off)
-{
-	while (len > 0) {
-		ssize_t n = SYS->pwrite(fd, buf, len, off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		buf += n;
-		len -= (size_t)n;
-		off += n;
-	}
-	return 0;
-}
-
 /* ---- private names: .lock-<uuid>.tmp and .lock-<uuid>.broken ---- */
 
 static int priv_name(char out[PRIV_MAX], const char *suffix)
@@ -218,14 +204,6 @@ static int opts_load(struct acq *a, const struct fsafe_lock_opts *opts)
 	return 0;
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * NS + (uint64_t)ts.tv_nsec;
-}
-
 /* Jitter needs no cryptographic randomness: xorshift seeded by the token. */
 static uint64_t next_rng(struct acq *a)
 {
@@ -247,7 +225,7 @@ static int wait_turn(struct acq *a)
 {
 	if (a->flags & FSAFE_LOCK_NO_WAIT)
 		return -EWOULDBLOCK;
-	uint64_t spent = mono_ns() - a->t0;
+	uint64_t spent = fsafe__mono_ns() - a->t0;
 	if (a->timeout_ns && spent >= a->timeout_ns)
 		return -ETIMEDOUT;
 	/* Full jitter in the upper half keeps waiters from waking in step. */
@@ -278,7 +256,7 @@ static int64_t ts_ns(const struct timespec *t)
 static int malformed_verdict(struct acq *a, const struct stat *lock)
 {
 	struct stat now;
-	int r = pwrite_all(a->fd, a->rec, 1, 0);
+	int r = fsafe__pwrite_all(a->fd, a->rec, 1, 0);
 
 	if (r < 0 || (r = fsafe__fstat(a->fd, &now)) < 0)
 		return r;
@@ -420,19 +398,11 @@ static int stage(struct acq *a)
 	return fsafe__fstat(a->fd, &a->st);
 }
 
-static int64_t wall_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* The record says when the lock was taken, not when we began to wait:
    after a wait, restate it before the next attempt. */
 static int refresh(struct acq *a)
 {
-	int64_t now = wall_ms();
+	int64_t now = fsafe__now_ms();
 	int n, r;
 
 	if (now - a->self.time_ms < 1000)
@@ -443,7 +413,7 @@ static int refresh(struct acq *a)
 	if ((size_t)n != a->rec_len && SYS->ftruncate(a->fd, n) < 0)
 		return -errno;
 	a->rec_len = (size_t)n;
-	if ((r = pwrite_all(a->fd, a->rec, a->rec_len, 0)) < 0)
+	if ((r = fsafe__pwrite_all(a->fd, a->rec, a->rec_len, 0)) < 0)
 		return r;
 	return fsafe__fsync(a->fd);
 }
@@ -518,7 +488,7 @@ static int kernel_claim(struct acq *a)
 		return r;
 	if (SYS->ftruncate(a->fd, 0) < 0)
 		return -errno;
-	return pwrite_all(a->fd, a->rec, a->rec_len, 0);
+	return fsafe__pwrite_all(a->fd, a->rec, a->rec_len, 0);
 }
 
 static int acquire_kernel(struct acq *a)
@@ -641,27 +611,31 @@ static void sweep_private(struct acq *a, int dirfd, const char *name,
 	fsafe__close(fd);
 }
 
+struct orphans {
+	struct acq *a;
+	char *raw;
+};
+
+static int sweep_entry(int fd, const char *name, unsigned char type,
+                       void *arg)
+{
+	struct orphans *o = arg;
+	enum priv_kind k = priv_kind(name);
+
+	if (k != PRIV_NONE && (type == DT_REG || type == DT_UNKNOWN))
+		sweep_private(o->a, fd, name, k, o->raw);
+	return 0;
+}
+
 /* Clean up after crashed acquirers, breakers and releasers. Best effort:
    the lock is already ours, nothing here can take it away. */
 static void sweep_orphans(struct acq *a)
 {
-	struct fsafe__dir *d = malloc(sizeof(*d));
-	char *raw = malloc(FSAFE__OWNER_MAX + 1);
-	int fd = d && raw ? fsafe__open_dir(a->t.dirfd, ".") : -ENOMEM;
-	const char *name;
-	unsigned char type;
+	struct orphans o = { a, malloc(FSAFE__OWNER_MAX + 1) };
 
-	if (fd >= 0) {
-		fsafe__dir_init(d, fd);
-		while (fsafe__dir_next(d, &name, &type) > 0) {
-			enum priv_kind k = priv_kind(name);
-			if (k != PRIV_NONE && (type == DT_REG || type == DT_UNKNOWN))
-				sweep_private(a, fd, name, k, raw);
-		}
-		fsafe__close(fd);
-	}
-	free(raw);
-	free(d);
+	if (o.raw)
+		fsafe__dir_each(a->t.dirfd, sweep_entry, &o);
+	free(o.raw);
 }
 
 /* ---- the API ---- */
@@ -682,7 +656,7 @@ static int prepare(struct acq *a, int dirfd, const char *path,
 	a->rec_len = (size_t)n;
 	seed_rng(a);
 	a->backoff_ns = BACKOFF_MIN_NS;
-	a->t0 = mono_ns();
+	a->t0 = fsafe__mono_ns();
 	return 0;
 }
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "sys.h"
+#include "util.h"
 
 #define RECORD_VERSION 1
 #define TOKEN_BYTES 16
@@ -141,14 +142,6 @@ static uint64_t read_pidns(void)
 	return parse_u64(buf + 5, (size_t)n - 6, UINT64_MAX, &v) ? v : 0;
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int fsafe__owner_self(struct fsafe_lock_owner *o, bool kernel)
 {
 	uint8_t rnd[TOKEN_BYTES];
@@ -175,7 +168,7 @@ int fsafe__owner_self(struct fsafe_lock_owner *o, bool kernel)
 		o->token[2 * i] = hexdigits[rnd[i] >> 4];
 		o->token[2 * i + 1] = hexdigits[rnd[i] & 0xf];
 	}
-	o->time_ms = now_ms();
+	o->time_ms = fsafe__now_ms();
 	o->liveness = FSAFE_OWNER_ALIVE;
 	return 0;
 }
@@ -300,20 +293,7 @@ int fsafe__owner_parse(const char *buf, size_t len,
 
 ssize_t fsafe__owner_read_raw(int fd, char *buf)
 {
-	size_t n = 0;
-
-	while (n < FSAFE__OWNER_MAX + 1) {
-		ssize_t r = SYS->pread(fd, buf + n, FSAFE__OWNER_MAX + 1 - n,
-		                       (off_t)n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -errno;
-		if (r == 0)
-			break;
-		n += (size_t)r;
-	}
-	return (ssize_t)n;
+	return fsafe__pread_full(fd, buf, FSAFE__OWNER_MAX + 1, 0);
 }
 
 /* ---- the verdict ---- */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "sys.h"
+#include "util.h"
 
 int fsafe__damage_say(fsafe_damage_fn fn, void *arg, const char *prefix,
                       const char *name, const char *what,
@@ -24,49 +25,60 @@ int fsafe__damage_say(fsafe_damage_fn fn, void *arg, const char *prefix,
 	return fn(&d, arg);
 }
 
+/* Private, as fsafe-store(3) and fsafe-lock(3) say: what is quarantined
+   (record names are keys, reasons quote content) is for the owner's
+   repair, not for every reader of the directory. */
 int fsafe__quarantine_open(int dfd, bool sync)
 {
-	int q = fsafe__open_subdir(dfd, FSAFE__QUARANTINE);
-
-	if (q != -ENOENT)
-		return q;
-	int r = fsafe__mkdirat(dfd, FSAFE__QUARANTINE, 0700);
-	if (r < 0 && r != -EEXIST)
-		return r;
-	if (r == 0 && sync && (r = fsafe__fsync(dfd)) < 0)
-		return r;
-	return fsafe__open_subdir(dfd, FSAFE__QUARANTINE);
+	return fsafe__subdir_make(dfd, FSAFE__QUARANTINE, 0700, sync);
 }
 
-/* Rename without replacing: a name quarantined before keeps its bytes. */
-static int move_unique(int dfd, const char *name, int qfd, char *dest,
-                       size_t cap)
+static int place(int dfd, const char *name, int qfd, const char *dest,
+                 bool link)
+{
+	return link ? fsafe__linkat(dfd, name, qfd, dest, 0)
+	            : fsafe__renameat2(dfd, name, qfd, dest, RENAME_NOREPLACE);
+}
+
+/* Rename (or link) without replacing: a name quarantined before keeps its
+   bytes. */
+static int move_unique(int dfd, const char *name, int qfd, bool link,
+                       char *dest, size_t cap)
 {
 	int r;
 
 	snprintf(dest, cap, "%s", name);
-	r = fsafe__renameat2(dfd, name, qfd, dest, RENAME_NOREPLACE);
+	r = place(dfd, name, qfd, dest, link);
 	for (unsigned i = 1; r == -EEXIST && i < 1000; i++) {
 		snprintf(dest, cap, "%.200s.%u", name, i);
-		r = fsafe__renameat2(dfd, name, qfd, dest, RENAME_NOREPLACE);
+		r = place(dfd, name, qfd, dest, link);
 	}
 	return r;
+}
+
+/* dest's reason beside it, through the writer (unless !sync, its commit
+   syncs qfd). */
+static int write_reason(int qfd, const char *dest, const char *why,
+                        unsigned flags)
+{
+	struct fsafe_write_opts wo = FSAFE_WRITE_OPTS_INIT;
+	char reason[NAME_MAX + 32];
+
+	snprintf(reason, sizeof(reason), "%s" FSAFE__QUARANTINE_REASON, dest);
+	wo.flags = FSAFE_NO_FOLLOW | flags;
+	return fsafe_write_fileat(qfd, reason, why, strlen(why), &wo);
 }
 
 int fsafe__quarantine_move(int dfd, const char *name, int qfd,
                            const char *why, bool sync, char *dest,
                            size_t cap)
 {
-	struct fsafe_write_opts wo = FSAFE_WRITE_OPTS_INIT;
-	char reason[NAME_MAX + 32];
-	int r = move_unique(dfd, name, qfd, dest, cap);
+	int r = move_unique(dfd, name, qfd, false, dest, cap);
 
 	if (r < 0)
 		return r;
-	snprintf(reason, sizeof(reason), "%s" FSAFE__QUARANTINE_REASON, dest);
-	wo.flags = FSAFE_NO_FOLLOW | (sync ? 0 : FSAFE_NO_SYNC);
 	/* The reason is a courtesy: the bytes are safe without it. */
-	fsafe_write_fileat(qfd, reason, why, strlen(why), &wo);
+	write_reason(qfd, dest, why, sync ? 0 : FSAFE_NO_SYNC);
 	if (!sync)
 		return 0;
 	if ((r = fsafe__fsync(qfd)) < 0)
@@ -74,54 +86,28 @@ int fsafe__quarantine_move(int dfd, const char *name, int qfd,
 	return fsafe__fsync(dfd);
 }
 
-static int name_cmp(const void *x, const void *y)
+int fsafe__quarantine_link(int dfd, const char *name, int qfd,
+                           const char *why, char *dest, size_t cap)
 {
-	return strcmp(*(char *const *)x, *(char *const *)y);
-}
+	struct stat st;
+	int r = fsafe__fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW);
 
-int fsafe__dir_names(int dfd, char ***out, size_t *n)
-{
-	struct fsafe__dir *d = malloc(sizeof(*d));
-	int fd = d ? fsafe__open_dir(dfd, ".") : -ENOMEM;
-	const char *name;
-	unsigned char type;
-	char **v = NULL;
-	size_t cap = 0;
-	int r;
-
-	*n = 0;
-	if (fd < 0) {
-		free(d);
-		return fd;
-	}
-	fsafe__dir_init(d, fd);
-	while ((r = fsafe__dir_next(d, &name, &type)) > 0) {
-		if (*n == cap) {
-			char **nv = realloc(v, (cap = cap ? 2 * cap : 16) *
-			                               sizeof(*v));
-			if (!nv) {
-				r = -ENOMEM;
-				break;
-			}
-			v = nv;
-		}
-		if (!(v[*n] = strdup(name))) {
-			r = -ENOMEM;
-			break;
-		}
-		(*n)++;
-	}
-	fsafe__close(fd);
-	free(d);
-	if (*n)
-		qsort(v, *n, sizeof(*v), name_cmp);
-	*out = v;
-	return r;
-}
-
-void fsafe__dir_names_free(char **v, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		free(v[i]);
-	free(v);
+	if (r < 0)
+		return r;
+	/* A directory has no hard links: it is renamed. */
+	bool link = !S_ISDIR(st.st_mode);
+	if ((r = move_unique(dfd, name, qfd, link, dest, cap)) < 0)
+		return r;
+	/* The reason's commit syncs qfd, which then holds both names
+	   durably, before the old name goes. A reason already there (or a
+	   name too long for one) is kept: qfd is synced instead. */
+	r = write_reason(qfd, dest, why, FSAFE_CREATE_ONLY);
+	if (r == -EEXIST || r == -ENAMETOOLONG)
+		r = fsafe__fsync(qfd);
+	if (r < 0 && r != FSAFE_ENOTDURABLE)
+		return r;
+	r = link ? fsafe__unlinkat(dfd, name, 0) : 0;
+	if (r == -ENOENT)
+		r = 0;
+	return r < 0 ? r : fsafe__fsync(dfd);
 }

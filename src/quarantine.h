@@ -34,10 +34,15 @@ int fsafe__quarantine_move(int dfd, const char *name, int qfd,
                            const char *why, bool sync, char *dest,
                            size_t cap);
 
-/* The names in directory dfd, sorted (a stable report order, and no entry
-   skipped or seen twice while repair renames some): 0 with a malloc'd
-   vector in *out and its length in *n, or -errno. */
-int fsafe__dir_names(int dfd, char ***out, size_t *n);
-void fsafe__dir_names_free(char **v, size_t n);
+/*
+ * Move dfd/name into qfd as quarantine_move does (its own name, a numbered
+ * one if taken, NAME.reason beside it), but for a file by a hard link
+ * first, the old name dropped only once both names in qfd are durable: a
+ * crash leaves the file under both names, never under none (the inbox,
+ * whose recovery reads a link count above one as "also lives elsewhere").
+ * A directory is renamed. Always synced. 0 or -errno.
+ */
+int fsafe__quarantine_link(int dfd, const char *name, int qfd,
+                           const char *why, char *dest, size_t cap);
 
 #endif

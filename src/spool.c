@@ -30,6 +30,7 @@
 #include "spool.h"
 #include "sys.h"
 #include "target.h"
+#include "util.h"
 
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1 << 0)
@@ -182,25 +183,6 @@ static int scan_grow(struct fsafe__scan *sc, size_t need)
 	return 0;
 }
 
-/* pread until len bytes or end of file: the count read, or -errno. */
-static ssize_t pread_full(int fd, unsigned char *buf, size_t len, uint64_t off)
-{
-	size_t got = 0;
-
-	while (got < len) {
-		ssize_t n = SYS->pread(fd, buf + got, len - got,
-		                       (off_t)(off + got));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			break;
-		got += (size_t)n;
-	}
-	return (ssize_t)got;
-}
-
 /* Make [off, off+n) available at *p: 1, 0 if the file ends first, -errno. */
 static int scan_ensure(struct fsafe__scan *sc, uint64_t off, size_t n,
                        const unsigned char **p)
@@ -212,7 +194,7 @@ static int scan_ensure(struct fsafe__scan *sc, uint64_t off, size_t n,
 	int r = scan_grow(sc, n);
 	if (r < 0)
 		return r;
-	ssize_t got = pread_full(sc->fd, sc->buf, sc->cap, off);
+	ssize_t got = fsafe__pread_full(sc->fd, sc->buf, sc->cap, off);
 	if (got < 0) {
 		fsafe__scan_reset(sc);
 		return (int)got;
@@ -413,26 +395,19 @@ static int cmp_u64(const void *a, const void *b)
 }
 
 /* The segment names in the directory, sorted into s->segs. */
+static int seg_found(int fd, const char *name, unsigned char type,
+                     void *arg)
+{
+	uint64_t seq;
+
+	(void)fd, (void)type;
+	return fsafe__seg_parse(name, &seq) ? seg_push(arg, seq) : 0;
+}
+
 static int list_segments(fsafe_spool *s, int dfd)
 {
-	struct fsafe__dir *d = malloc(sizeof(*d));
-	const char *name;
-	unsigned char type;
-	uint64_t seq;
-	int r, fd = fsafe__open_dir(dfd, ".");
+	int r = fsafe__dir_each(dfd, seg_found, s);
 
-	if (fd < 0 || !d) {
-		free(d);
-		if (fd >= 0)
-			fsafe__close(fd);
-		return fd < 0 ? fd : -ENOMEM;
-	}
-	fsafe__dir_init(d, fd);
-	while ((r = fsafe__dir_next(d, &name, &type)) > 0)
-		if (fsafe__seg_parse(name, &seq) && (r = seg_push(s, seq)) < 0)
-			break;
-	fsafe__close(fd);
-	free(d);
 	if (r == 0 && s->nsegs)
 		qsort(s->segs, s->nsegs, sizeof(*s->segs), cmp_u64);
 	return r;
@@ -582,7 +557,7 @@ static int copy_out(fsafe_spool *s, int fd, const char *name, uint64_t from,
 		r = fsafe_writer_open(qfd, d, &wo, &wr);
 	for (uint64_t at = from; r == 0 && at < to;) {
 		size_t n = to - at < sizeof(buf) ? (size_t)(to - at) : sizeof(buf);
-		ssize_t got = pread_full(fd, buf, n, at);
+		ssize_t got = fsafe__pread_full(fd, buf, n, at);
 		if (got <= 0) {
 			fsafe_writer_abort(wr);
 			r = got < 0 ? (int)got : -EIO;
@@ -626,7 +601,7 @@ static int walk_cursor(struct walk *w, uint64_t *cursor)
 	if (fd == -ENOENT)
 		return 0;
 	if (fd >= 0) {
-		ssize_t n = pread_full(fd, b, sizeof(b), 0);
+		ssize_t n = fsafe__pread_full(fd, b, sizeof(b), 0);
 		fsafe__close(fd);
 		if (n < 0)
 			return (int)n;
@@ -726,7 +701,7 @@ static int header_salvage(struct seg_scan *g, uint64_t first)
 	unsigned char raw[FSAFE__SEG_HDR];
 
 	if (strcmp(g->sc.problem, "bad header") != 0 ||
-	    pread_full(g->fd, raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
+	    fsafe__pread_full(g->fd, raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
 		return 0;
 	g->sc.hdr.first_seq = first;
 	g->sc.hdr.salt = get64(raw + 16);
@@ -1203,21 +1178,7 @@ static int opts_load(struct spool_opts *o, const struct fsafe_spool_opts *in,
 /* Create the spool directory (missing parents too), durably. */
 static int make_dir(int dirfd, const char *path, const char **step)
 {
-	struct fsafe__target t;
-	int r = fsafe__target_resolve(dirfd, path, true, false, true, &t, step);
-
-	if (r < 0)
-		return r;
-	*step = "mkdir";
-	r = fsafe__mkdirat(t.dirfd, t.name, 0777);
-	if (r == 0) {
-		*step = "fsync directory";
-		r = fsafe__fsync(t.dirfd);
-	} else if (r == -EEXIST) {
-		r = 0;
-	}
-	fsafe__target_close(&t);
-	return r;
+	return fsafe__mkdir_p(dirfd, path, 0777, true, NULL, step);
 }
 
 static fsafe_spool *spool_new(const struct spool_opts *o)
@@ -1301,19 +1262,11 @@ void fsafe_spool_close(fsafe_spool *s)
 /* Write the buffered frames at the tail. Called with mu held. */
 static int wbuf_flush(fsafe_spool *s)
 {
-	size_t done = 0;
+	int r = fsafe__pwrite_all(s->wfd, s->wbuf, s->wlen, (off_t)s->tail);
 
-	while (done < s->wlen) {
-		ssize_t n = SYS->pwrite(s->wfd, s->wbuf + done, s->wlen - done,
-		                        (off_t)(s->tail + done));
-		if (n < 0 && errno == EINTR)
-			continue;
+	if (r < 0) {
 		s->step = "write";
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return -EIO;
-		done += (size_t)n;
+		return r;
 	}
 	s->tail += s->wlen;
 	s->flushes += s->wlen > 0;
@@ -1681,21 +1634,22 @@ static uint64_t spool_bytes(fsafe_spool *s)
 
 /* Entries in quarantine/: what every open since the spool began moved
    there, so the count survives reopening. */
+static int count_one(int fd, const char *name, unsigned char type, void *arg)
+{
+	(void)fd, (void)name, (void)type;
+	++*(uint64_t *)arg;
+	return 0;
+}
+
 static uint64_t quarantine_entries(fsafe_spool *s)
 {
-	struct fsafe__dir *d = malloc(sizeof(*d));
-	const char *name;
-	unsigned char type;
 	uint64_t n = 0;
-	int fd = d ? fsafe__open_subdir(s->dirfd, QUARANTINE) : -ENOMEM;
+	int fd = fsafe__open_subdir(s->dirfd, QUARANTINE);
 
 	if (fd >= 0) {
-		fsafe__dir_init(d, fd);
-		while (fsafe__dir_next(d, &name, &type) > 0)
-			n++;
+		fsafe__dir_each(fd, count_one, &n);
 		fsafe__close(fd);
 	}
-	free(d);
 	return n;
 }
 

@@ -20,6 +20,7 @@
 #include "store_check.h"
 #include "store_record.h"
 #include "sys.h"
+#include "util.h"
 
 /* The lock module's private files (.lock-<uuid>.tmp / .broken), should
    any appear beside the records. */
@@ -317,23 +318,16 @@ static int lock_in(int lfd, fsafe_store *s, fsafe_lock **l)
    quarantines it. */
 static int store_lock(fsafe_store *s, fsafe_lock **l)
 {
-	static const char open_step[] = "open the store's lock directory";
-
 	if (s->locked)
 		return fail(s, -EDEADLK, "store's lock already held by this "
 		                         "handle");
-	int lfd = fsafe__open_subdir(s->dirfd, FSAFE__STORE_LOCK_DIR);
-	if (lfd >= 0)
-		return lock_in(lfd, s, l);
-	if (lfd != -ENOENT)
-		return fail(s, lfd, open_step);
 	/* Made on first use, so that opening writes nothing; it need not
 	   be durable: a lock is never held across a power cut. */
-	int r = fsafe__mkdirat(s->dirfd, FSAFE__STORE_LOCK_DIR, 0777);
-	if (r < 0 && r != -EEXIST)
-		return fail(s, r, "make the store's lock directory");
-	lfd = fsafe__open_subdir(s->dirfd, FSAFE__STORE_LOCK_DIR);
-	return lfd < 0 ? fail(s, lfd, open_step) : lock_in(lfd, s, l);
+	int lfd = fsafe__subdir_make(s->dirfd, FSAFE__STORE_LOCK_DIR, 0777,
+	                             false);
+
+	return lfd < 0 ? fail(s, lfd, "open the store's lock directory")
+	               : lock_in(lfd, s, l);
 }
 
 /* Release; the change's result stands whatever the release says (a lost
@@ -656,46 +650,17 @@ static int opts_load(struct fsafe_store_opts *o,
 	return 0;
 }
 
-/* Make the last component of path, durably (the new directory and its
-   entry in the parent). An existing one is fine. */
-static int make_dir(int dirfd, const char *path, mode_t mode, bool sync)
-{
-	const char *slash = strrchr(path, '/');
-	char *parent = slash ? strndup(path, (size_t)(slash - path + 1))
-	                     : strdup(".");
-	const char *base = slash ? slash + 1 : path;
-	int r, pfd;
-
-	if (!parent)
-		return -ENOMEM;
-	pfd = fsafe__open_dir(dirfd, parent);
-	free(parent);
-	if (pfd < 0)
-		return pfd;
-	r = *base ? fsafe__mkdirat(pfd, base, mode ? mode | 0700 : 0777)
-	          : -EINVAL;
-	if (r == 0 && sync) {
-		int nfd = fsafe__open_dir(pfd, base);
-		r = nfd < 0 ? nfd : fsafe__fsync(nfd);
-		if (nfd >= 0)
-			fsafe__close(nfd);
-		if (r == 0)
-			r = fsafe__fsync(pfd);
-	}
-	fsafe__close(pfd);
-	return r == -EEXIST ? 0 : r;
-}
-
 static int open_dir(int dirfd, const char *path,
                     const struct fsafe_store_opts *o)
 {
 	int fd = fsafe__open_dir(dirfd, path);
+	const char *step;
 
 	if (fd != -ENOENT || !(o->flags & FSAFE_STORE_CREATE))
 		return fd;
-	int r = make_dir(dirfd, path, o->mode,
-	                 !(o->write_flags & FSAFE_NO_SYNC));
-	return r < 0 ? r : fsafe__open_dir(dirfd, path);
+	int r = fsafe__mkdir_p(dirfd, path, o->mode ? o->mode | 0700 : 0777,
+	                       !(o->write_flags & FSAFE_NO_SYNC), &fd, &step);
+	return r < 0 ? r : fd;
 }
 
 int fsafe_store_open(int dirfd, const char *path,
@@ -824,9 +789,10 @@ static enum fsafe_store_skip skip_kind(unsigned char type)
 }
 
 /* One directory entry: listed, reported, or passed over in silence. */
-static int list_entry(struct lister *ls, int dfd, const char *name,
-                      unsigned char type)
+static int list_entry(int dfd, const char *name, unsigned char type,
+                      void *arg)
 {
+	struct lister *ls = arg;
 	uint8_t key[FSAFE_STORE_KEY_MAX];
 	struct fsafe__rec rec = { 0 };
 	size_t klen;
@@ -873,23 +839,7 @@ static int item_cmp(const void *a, const void *b)
 
 static int list_dir(struct lister *ls)
 {
-	struct fsafe__dir *d = malloc(sizeof(*d));
-	int fd = d ? fsafe__open_dir(ls->s->dirfd, ".") : -ENOMEM;
-	const char *name;
-	unsigned char type;
-	int r;
-
-	if (fd < 0) {
-		free(d);
-		return fd;
-	}
-	fsafe__dir_init(d, fd);
-	while ((r = fsafe__dir_next(d, &name, &type)) > 0)
-		if ((r = list_entry(ls, fd, name, type)) < 0)
-			break;
-	fsafe__close(fd);
-	free(d);
-	return r;
+	return fsafe__dir_each(ls->s->dirfd, list_entry, ls);
 }
 
 int fsafe_store_list(fsafe_store *s, const struct fsafe_store_list_opts *opts,

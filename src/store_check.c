@@ -16,6 +16,7 @@
 #include "lockdir.h"
 #include "store_check.h"
 #include "sys.h"
+#include "util.h"
 
 struct walk {
 	int dfd, qfd;
@@ -153,10 +154,7 @@ static int take_lock(int dfd, fsafe_lock **l)
 {
 	struct fsafe_lock_opts o = FSAFE_LOCK_OPTS_INIT;
 	struct fsafe_lock_owner owner = { .size = sizeof(owner) };
-	int r = fsafe__mkdirat(dfd, FSAFE__STORE_LOCK_DIR, 0777);
-	int lfd = r < 0 && r != -EEXIST
-	                  ? r
-	                  : fsafe__open_subdir(dfd, FSAFE__STORE_LOCK_DIR);
+	int r, lfd = fsafe__subdir_make(dfd, FSAFE__STORE_LOCK_DIR, 0777, false);
 
 	if (lfd < 0)
 		return lfd;

@@ -24,6 +24,7 @@
 
 #include "fsafe.h"
 #include "sys.h"
+#include "util.h"
 
 struct fsafe_cancel {
 	atomic_int requested;
@@ -73,29 +74,6 @@ void fsafe_sweep_result_free(fsafe_sweep_result *r)
 		free(r->names[i]);
 	free(r->names);
 	free(r);
-}
-
-static int result_add(fsafe_sweep_result *r, const char *name)
-{
-	if (r->count == r->cap) {
-		size_t cap = r->cap ? 2 * r->cap : 16;
-		char **n = realloc(r->names, cap * sizeof(*n));
-		if (!n)
-			return -ENOMEM;
-		r->names = n;
-		r->cap = cap;
-	}
-	if (!(r->names[r->count] = strdup(name)))
-		return -ENOMEM;
-	r->count++;
-	return 0;
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static int64_t mtime_ms(const struct stat *st)
@@ -192,21 +170,44 @@ static int sweep_one(int dirfd, const char *name, unsigned char type,
 	return r;
 }
 
+struct sweep {
+	const fsafe_cancel *cancel;
+	int64_t cutoff;
+	bool dry;
+	fsafe_sweep_result *res;
+};
+
+static int sweep_entry(int fd, const char *name, unsigned char type,
+                       void *arg)
+{
+	struct sweep *s = arg;
+	int r;
+
+	if (fsafe_cancel_requested(s->cancel))
+		return -ECANCELED;
+	if (!fsafe_is_staging_name(name) || (type != DT_REG &&
+	    type != DT_LNK && type != DT_UNKNOWN))
+		return 0;
+	r = sweep_one(fd, name, type, s->cutoff, s->dry);
+	return r > 0 ? fsafe__strv_push(&s->res->names, &s->res->count,
+	                                &s->res->cap, name)
+	             : r;
+}
+
 int fsafe_sweep(int dirfd, const char *path, uint64_t older_than_ms,
                 unsigned flags, const fsafe_cancel *cancel,
                 fsafe_sweep_result **result)
 {
 	fsafe_sweep_result *res = calloc(1, sizeof(*res));
-	struct fsafe__dir *d = malloc(sizeof(*d));
 	/* An age beyond the epoch keeps everything (and must not wrap). */
-	int64_t now = now_ms();
+	int64_t now = fsafe__now_ms();
 	int64_t cutoff = older_than_ms > (uint64_t)now ? -1
 	                                               : now - (int64_t)older_than_ms;
 	int r = 0, fd = -1;
 
 	if (result)
 		*result = NULL;
-	if (!res || !d) {
+	if (!res) {
 		r = -ENOMEM;
 		goto out;
 	}
@@ -214,31 +215,12 @@ int fsafe_sweep(int dirfd, const char *path, uint64_t older_than_ms,
 		r = fd;
 		goto out;
 	}
-	fsafe__dir_init(d, fd);
-	for (;;) {
-		const char *name;
-		unsigned char type;
-
-		if (fsafe_cancel_requested(cancel)) {
-			r = -ECANCELED;
-			break;
-		}
-		if ((r = fsafe__dir_next(d, &name, &type)) <= 0)
-			break;
-		if (!fsafe_is_staging_name(name) || (type != DT_REG &&
-		    type != DT_LNK && type != DT_UNKNOWN))
-			continue;
-		r = sweep_one(fd, name, type, cutoff,
-		              flags & FSAFE_SWEEP_DRY_RUN);
-		if (r > 0)
-			r = result_add(res, name);
-		if (r < 0)
-			break;
-	}
+	struct sweep s = { cancel, cutoff, flags & FSAFE_SWEEP_DRY_RUN, res };
+	r = fsafe_cancel_requested(cancel) ? -ECANCELED
+	                                   : fsafe__dir_each(fd, sweep_entry, &s);
 out:
 	if (fd >= 0)
 		fsafe__close(fd);
-	free(d);
 	if (r == 0 && res)
 		r = (int)res->count;
 	if (result)

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "sys.h"
+#include "util.h"
 
 #define MAX_SYMLINK_HOPS 40
 
@@ -43,64 +44,6 @@ static const char *split(const char *path, char dir[PATH_MAX])
 	memcpy(dir, path, n);
 	dir[n] = '\0';
 	return slash + 1;
-}
-
-static int sync_dir_entry(int parentfd, bool nosync)
-{
-	return nosync ? 0 : fsafe__fsync(parentfd);
-}
-
-/* Open component `c` of `cur`, making it if it is missing. */
-static int open_or_make(int cur, const char *c, const char **step)
-{
-	int next = fsafe__open_dir(cur, c);
-
-	if (next == -ENOENT) {
-		int r = fsafe__mkdirat(cur, c, 0777);
-		if (r < 0 && r != -EEXIST) {
-			*step = "mkdir";
-			return r;
-		}
-		next = fsafe__open_dir(cur, c);
-	}
-	if (next < 0)
-		*step = "open directory";
-	return next;
-}
-
-/*
- * Open directory `dir` relative to `dirfd`, creating missing components.
- * Each directory's entry for the next is synced, whether we made it or
- * found it: another writer may have made it a moment ago and not synced it
- * yet, and what we publish beneath it must survive a power cut. Syncing a
- * directory that is already clean costs a system call and no flush.
- */
-static int open_dir_creating(int dirfd, const char *dir, bool nosync,
-                             const char **step)
-{
-	char buf[PATH_MAX];
-	char *save = NULL;
-
-	strcpy(buf, dir);
-	int cur = fsafe__open_dir(dirfd, buf[0] == '/' ? "/" : ".");
-	if (cur < 0) {
-		*step = "open directory";
-		return cur;
-	}
-	for (char *c = strtok_r(buf, "/", &save); c;
-	     c = strtok_r(NULL, "/", &save)) {
-		int next = open_or_make(cur, c, step);
-		int r = next < 0 ? next : sync_dir_entry(cur, nosync);
-		if (r < 0 && next >= 0) {
-			*step = "fsync directory";
-			fsafe__close(next);
-		}
-		fsafe__close(cur);
-		if (r < 0)
-			return r;
-		cur = next;
-	}
-	return cur;
 }
 
 int fsafe__target_stat(struct fsafe__target *t, const char **step)
@@ -176,7 +119,9 @@ static int resolve(int dirfd, const char *path, bool mkdir, bool nosync,
 		t->dirfd = dirfd;
 		t->borrowed = true;
 	} else if (mkdir) {
-		t->dirfd = open_dir_creating(dirfd, dir, nosync, step);
+		r = fsafe__mkdir_p(dirfd, dir, 0777, !nosync, &t->dirfd, step);
+		if (r < 0)
+			t->dirfd = r;
 	} else if ((t->dirfd = fsafe__open_dir(dirfd, dir)) < 0) {
 		*step = "open directory";
 	}

@@ -57,7 +57,8 @@ enum {
 	/* Open flags. */
 	/* Fail with -EWOULDBLOCK instead of waiting for another writer. */
 	FSAFE_CHECKPOINT_NO_WAIT = 1u << 0,
-	/* Create the directory (and missing parents) if it does not exist. */
+	/* Create the directory and its missing parents (mkdir -p, 0777 less
+	   the umask) if it does not exist, each synced into its parent. */
 	FSAFE_CHECKPOINT_CREATE = 1u << 1,
 	/* Inspect only: no lock, no marker, no recovery, no events; begin()
 	   fails with -EROFS. A writer may work meanwhile: a load that races

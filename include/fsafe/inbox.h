@@ -70,8 +70,8 @@ typedef struct fsafe_inbox_msg fsafe_inbox_msg;
 /* The default limit on a message's payload: 64 MiB. */
 #define FSAFE_INBOX_MAX_DEFAULT (64ull << 20)
 enum {
-	/* Create the inbox directory and its subdirectories if missing
-	   (durably). The inbox's parent must exist. */
+	/* Create the inbox directory, its missing parents (mkdir -p, 0777
+	   less the umask) and its subdirectories if missing, durably. */
 	FSAFE_INBOX_CREATE = 1u << 0,
 	/* Acknowledge by moving into done/ instead of removing. */
 	FSAFE_INBOX_KEEP_DONE = 1u << 1,

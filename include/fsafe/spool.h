@@ -69,7 +69,8 @@ typedef struct fsafe_spool fsafe_spool;
 typedef struct fsafe_spool_reader fsafe_spool_reader;
 
 enum {
-	/* Create the directory if missing (its parent must exist). */
+	/* Create the directory and its missing parents (mkdir -p, 0777 less
+	   the umask) if missing, each synced into its parent. */
 	FSAFE_SPOOL_CREATE = 1u << 0,
 	/* Change nothing on disk: damage is found (and reported through
 	   `damage`) but not repaired; reading goes past damage in place.

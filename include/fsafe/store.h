@@ -75,8 +75,9 @@ typedef struct fsafe_store fsafe_store;
 #define FSAFE_STORE_LOCK_TIMEOUT_MS 30000ull
 
 enum {
-	/* Create the store's directory (its last path component) if it is
-	   missing; the creation is made durable. */
+	/* Create the store's directory and its missing parents (mkdir -p)
+	   if it is missing; each new directory is synced into its parent
+	   (not with FSAFE_NO_SYNC in write_flags). */
 	FSAFE_STORE_CREATE = 1u << 0,
 	/* Do not sweep abandoned staging files when opening. */
 	FSAFE_STORE_NO_SWEEP = 1u << 1,
@@ -95,8 +96,9 @@ struct fsafe_store_opts {
 	   either) and FSAFE_NO_TMPFILE are meaningful; others are refused
 	   with -EINVAL. */
 	unsigned write_flags;
-	mode_t mode;          /* of new records and of a created directory
-	                         (plus search bits); 0 means 0666 / 0777 */
+	mode_t mode;          /* of new records and of a created store
+	                         directory (plus the owner's rwx); 0 means
+	                         0666 / 0777; new parents get 0777 */
 	/* Sweep staging files older than this when opening; 0 means
 	   FSAFE_STORE_SWEEP_MS. (1 sweeps every abandoned one.) */
 	uint64_t sweep_older_than_ms;
