@@ -303,6 +303,10 @@ struct fsafe_write_opts {
 	const char *if_unchanged;
 };
 
+/* The first published layout (0.1.0): what a `size` of 0 means. */
+#define FSAFE_WRITE_OPTS_SIZE_V0 \
+	(offsetof(struct fsafe_write_opts, if_unchanged) + sizeof(const char *))
+
 #define FSAFE_WRITE_OPTS_INIT FSAFE__INIT(struct fsafe_write_opts)
 
 /*

@@ -11,6 +11,7 @@
  * file operations, the same ones as for a synchronous write.
  */
 #define _GNU_SOURCE
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -24,6 +25,7 @@
 
 #include "fsafe.h"
 #include "fsafe/batch.h"
+#include "opts.h"
 #include "writer.h"
 
 #define DEFAULT_GROUP 128
@@ -210,19 +212,18 @@ static void *worker(void *arg)
 
 int fsafe_async_new(const struct fsafe_async_opts *opts, fsafe_async **out)
 {
-	struct fsafe_async_opts in = { 0 };
+	struct fsafe_async_opts in;
+	int r = FSAFE__OPTS_COPY(&in, opts, FSAFE_ASYNC_OPTS_SIZE_V0);
 
 	*out = NULL;
-	if (opts) {
-		size_t n = opts->size ? opts->size : sizeof(in);
-		memcpy(&in, opts, n < sizeof(in) ? n : sizeof(in));
-	}
-	if (in.flags & ~(unsigned)FSAFE_BATCH_NO_URING)
+	if (r < 0)
+		return r;
+	if (in.flags & ~(unsigned)(FSAFE_BATCH_NO_URING | FSAFE_BATCH_NO_SYNCFS))
 		return -EINVAL;
 	fsafe_async *a = calloc(1, sizeof(*a));
 	if (!a)
 		return -ENOMEM;
-	int r = notify_open(a->notify);
+	r = notify_open(a->notify);
 	if (r < 0) {
 		free(a);
 		return r;
@@ -338,10 +339,14 @@ int fsafe_async_reap(fsafe_async *a, struct fsafe_async_completion *out,
 	return (int)n;
 }
 
-static void deadline_after(struct timespec *ts, int ms)
+/* A year and more is as good as forever, and keeps tv_sec from
+   overflowing. */
+#define WAIT_MAX_MS (400ull * 24 * 3600 * 1000)
+
+static void deadline_after(struct timespec *ts, uint64_t ms)
 {
 	clock_gettime(CLOCK_MONOTONIC, ts);
-	ts->tv_sec += ms / 1000;
+	ts->tv_sec += (time_t)(ms / 1000);
 	ts->tv_nsec += (long)(ms % 1000) * 1000000;
 	if (ts->tv_nsec >= 1000000000) {
 		ts->tv_sec++;
@@ -349,20 +354,23 @@ static void deadline_after(struct timespec *ts, int ms)
 	}
 }
 
-int fsafe_async_wait(fsafe_async *a, int timeout_ms)
+int fsafe_async_wait(fsafe_async *a, uint64_t timeout_ms)
 {
 	struct timespec deadline;
+	bool forever = timeout_ms == FSAFE_FOREVER || timeout_ms > WAIT_MAX_MS;
 	int r = 0;
 
-	if (timeout_ms >= 0)
+	assert(a);
+	if (!forever)
 		deadline_after(&deadline, timeout_ms);
 	pthread_mutex_lock(&a->mu);
 	while (!a->finished.head && r == 0) {
 		if (!a->pending.head && !a->running)
 			r = -ENOENT;
-		else if (timeout_ms < 0)
+		else if (forever)
 			pthread_cond_wait(&a->done, &a->mu);
-		else if (pthread_cond_timedwait(&a->done, &a->mu, &deadline))
+		else if (timeout_ms == 0 ||
+		         pthread_cond_timedwait(&a->done, &a->mu, &deadline))
 			r = a->finished.head ? 0 : -ETIMEDOUT;
 	}
 	pthread_mutex_unlock(&a->mu);

@@ -18,6 +18,7 @@
 #include "error.h"
 #include "fsafe.h"
 #include "fsafe/batch.h"
+#include "opts.h"
 #include "syncmany.h"
 #include "sys.h"
 #include "writer.h"
@@ -72,13 +73,12 @@ static unsigned default_inflight(void)
 
 int fsafe_batch_new(const struct fsafe_batch_opts *opts, fsafe_batch **out)
 {
-	struct fsafe_batch_opts in = { 0 };
+	struct fsafe_batch_opts in;
+	int r = FSAFE__OPTS_COPY(&in, opts, FSAFE_BATCH_OPTS_SIZE_V0);
 
 	*out = NULL;
-	if (opts) {
-		size_t n = opts->size ? opts->size : sizeof(in);
-		memcpy(&in, opts, n < sizeof(in) ? n : sizeof(in));
-	}
+	if (r < 0)
+		return r;
 	if (in.flags & ~(unsigned)(FSAFE_BATCH_NO_URING | FSAFE_BATCH_NO_SYNCFS))
 		return -EINVAL;
 	fsafe_batch *b = calloc(1, sizeof(*b));

@@ -29,6 +29,7 @@
 
 #include "fsafe/lock.h"
 #include "lockdir.h"
+#include "opts.h"
 #include "owner.h"
 #include "quarantine.h"
 #include "sys.h"
@@ -196,25 +197,29 @@ static enum priv_kind priv_kind(const char *name)
 
 /* ---- options, clock, backoff ---- */
 
+/* Milliseconds as nanoseconds, saturating: a limit too large to count to
+   is no limit (and stays below INT64_MAX, for comparing with ages). */
+static uint64_t ms_to_ns(uint64_t ms)
+{
+	return ms > (uint64_t)INT64_MAX / 1000000 ? (uint64_t)INT64_MAX
+	                                          : ms * 1000000;
+}
+
 static int opts_load(struct acq *a, const struct fsafe_lock_opts *opts)
 {
-	static const size_t v1 = sizeof(struct fsafe_lock_opts);
-	struct fsafe_lock_opts in = { 0 };
+	struct fsafe_lock_opts in;
 	const unsigned known =
 		FSAFE_LOCK_NO_WAIT | FSAFE_LOCK_FORCE | FSAFE_LOCK_KERNEL;
+	int r = FSAFE__OPTS_COPY(&in, opts, FSAFE_LOCK_OPTS_SIZE_V0);
 
-	if (opts) {
-		size_t n = opts->size ? opts->size : v1;
-		if (n < offsetof(struct fsafe_lock_opts, grace_ms) + sizeof(uint64_t))
-			return -EINVAL;
-		memcpy(&in, opts, n < sizeof(in) ? n : sizeof(in));
-	}
-	if ((in.flags & ~known) || in.timeout_ms > UINT64_MAX / 1000000 ||
-	    in.grace_ms > UINT64_MAX / 1000000)
+	if (r < 0)
+		return r;
+	if (in.flags & ~known)
 		return -EINVAL;
 	a->flags = in.flags;
-	a->timeout_ns = in.timeout_ms * 1000000;
-	a->grace_ns = (in.grace_ms ? in.grace_ms : FSAFE_LOCK_GRACE_MS) * 1000000;
+	a->timeout_ns = in.timeout_ms == FSAFE_FOREVER ? 0
+	                                               : ms_to_ns(in.timeout_ms);
+	a->grace_ns = ms_to_ns(in.grace_ms ? in.grace_ms : FSAFE_LOCK_GRACE_MS);
 	return 0;
 }
 
@@ -836,11 +841,11 @@ int fsafe_lock_inspect(int dirfd, const char *path,
 	struct fsafe__target t;
 	struct fsafe_lock_owner o = { .size = sizeof(o) };
 	const char *step;
-	size_t want = owner->size ? owner->size : sizeof(o);
 	int r;
 
-	if (want < sizeof(size_t))
-		return -EINVAL;
+	/* The caller's layout is checked before anything is read. */
+	if ((r = FSAFE__OPTS_COPY_OUT(owner, &o, FSAFE_LOCK_OWNER_SIZE_V0)) < 0)
+		return r;
 	if ((r = fsafe__target_resolve(dirfd, path, false, true, false, &t,
 	                               &step)) < 0)
 		return r;
@@ -849,8 +854,7 @@ int fsafe_lock_inspect(int dirfd, const char *path,
 	if (fd >= 0)
 		fsafe__close(fd);
 	fsafe__target_close(&t);
-	o.size = want < sizeof(o) ? want : sizeof(o);
-	memcpy(owner, &o, o.size);
+	FSAFE__OPTS_COPY_OUT(owner, &o, FSAFE_LOCK_OWNER_SIZE_V0);
 	return r;
 }
 

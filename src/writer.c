@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "opts.h"
 #include "staging.h"
 #include "sys.h"
 #include "xattr.h"
@@ -79,16 +80,11 @@ struct fsafe_writer {
 int fsafe__wopts_load(struct fsafe__wopts *o,
                       const struct fsafe_write_opts *opts)
 {
-	/* The first published layout; a size of 0 means it. */
-	static const size_t v1 = offsetof(struct fsafe_write_opts, if_unchanged);
-	struct fsafe_write_opts in = { 0 };
+	struct fsafe_write_opts in;
+	int r = FSAFE__OPTS_COPY(&in, opts, FSAFE_WRITE_OPTS_SIZE_V0);
 
-	if (opts) {
-		size_t n = opts->size ? opts->size : v1;
-		if (n < offsetof(struct fsafe_write_opts, error) + sizeof(void *))
-			return -EINVAL;
-		memcpy(&in, opts, n < sizeof(in) ? n : sizeof(in));
-	}
+	if (r < 0)
+		return r;
 	if (in.flags & ~FSAFE__WRITE_FLAGS)
 		return -EINVAL;
 	o->flags = in.flags;

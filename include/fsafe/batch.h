@@ -50,6 +50,10 @@ struct fsafe_batch_opts {
 	unsigned syncfs_min;   /* 0: FSAFE_BATCH_SYNCFS_MIN */
 };
 
+/* The first published layout (0.1.0): what a `size` of 0 means. */
+#define FSAFE_BATCH_OPTS_SIZE_V0 \
+	(offsetof(struct fsafe_batch_opts, syncfs_min) + sizeof(unsigned))
+
 #define FSAFE_BATCH_OPTS_INIT FSAFE__INIT(struct fsafe_batch_opts)
 
 FSAFE_API int fsafe_batch_new(const struct fsafe_batch_opts *opts,
@@ -93,9 +97,14 @@ typedef struct fsafe_async fsafe_async;
 
 struct fsafe_async_opts {
 	size_t size;         /* sizeof(struct fsafe_async_opts), or 0 */
-	unsigned flags;      /* FSAFE_BATCH_* (applies to each group commit) */
+	unsigned flags;      /* FSAFE_BATCH_NO_URING, FSAFE_BATCH_NO_SYNCFS
+	                        (each applies to every group commit) */
 	unsigned max_group;  /* writes committed together at most; 0: 128 */
 };
+
+/* The first published layout (0.1.0): what a `size` of 0 means. */
+#define FSAFE_ASYNC_OPTS_SIZE_V0 \
+	(offsetof(struct fsafe_async_opts, max_group) + sizeof(unsigned))
 
 #define FSAFE_ASYNC_OPTS_INIT FSAFE__INIT(struct fsafe_async_opts)
 
@@ -139,10 +148,11 @@ FSAFE_API int fsafe_async_reap(fsafe_async *a,
 
 /*
  * Block until at least one completion is ready or `timeout_ms` passes
- * (-1: forever). Returns 0 when one is ready, -ETIMEDOUT, or -ENOENT when
- * nothing is pending at all.
+ * (FSAFE_FOREVER: without limit; 0: do not wait, only look). Returns 0
+ * when one is ready, -ETIMEDOUT, or -ENOENT when nothing is pending at
+ * all.
  */
-FSAFE_API int fsafe_async_wait(fsafe_async *a, int timeout_ms);
+FSAFE_API int fsafe_async_wait(fsafe_async *a, uint64_t timeout_ms);
 
 /* Waits for writes in progress, cancels queued ones, frees everything. */
 FSAFE_API void fsafe_async_free(fsafe_async *a);

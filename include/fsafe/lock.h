@@ -62,8 +62,10 @@ enum {
 struct fsafe_lock_opts {
 	size_t size;          /* sizeof(struct fsafe_lock_opts), or 0 */
 	unsigned flags;       /* FSAFE_LOCK_* */
-	/* Give up after this long with -ETIMEDOUT; 0 waits without limit.
-	   Waiting sleeps with exponential backoff and jitter. */
+	/* Give up after this long with -ETIMEDOUT. 0 (the default) and
+	   FSAFE_FOREVER wait without limit, and so does any value too large
+	   to count to; not waiting at all is FSAFE_LOCK_NO_WAIT. Waiting
+	   sleeps with exponential backoff and jitter. */
 	uint64_t timeout_ms;
 	/* A lock file whose record is malformed (empty, truncated, garbage)
 	   is broken once it is this old, measured on the filesystem's own
@@ -71,6 +73,10 @@ struct fsafe_lock_opts {
 	   local wall clock. 0 means FSAFE_LOCK_GRACE_MS. */
 	uint64_t grace_ms;
 };
+
+/* The first published layout (0.1.0): what a `size` of 0 means. */
+#define FSAFE_LOCK_OPTS_SIZE_V0 \
+	(offsetof(struct fsafe_lock_opts, grace_ms) + sizeof(uint64_t))
 
 #define FSAFE_LOCK_OPTS_INIT FSAFE__INIT(struct fsafe_lock_opts)
 
@@ -99,6 +105,11 @@ struct fsafe_lock_owner {
 	int64_t time_ms;         /* acquisition, Unix time in milliseconds */
 	enum fsafe_lock_liveness liveness;
 };
+
+/* The first published layout (0.1.0): what a `size` of 0 means. */
+#define FSAFE_LOCK_OWNER_SIZE_V0 \
+	(offsetof(struct fsafe_lock_owner, liveness) + \
+	 sizeof(enum fsafe_lock_liveness))
 
 /*
  * Acquire the lock `path` (relative to `dirfd`; its directory must exist).

@@ -415,6 +415,24 @@ static void malformed(void **state)
 	free(huge);
 }
 
+/* Any timeout is accepted: FSAFE_FOREVER, and values too large to count
+   to in nanoseconds (fsafe lock -t 1000000d), which mean no limit. */
+static void any_timeout(void **state)
+{
+	struct fx *f = *state;
+	const uint64_t huge[] = { FSAFE_FOREVER, 86400000000000ull,
+	                          UINT64_MAX / 1000000 + 1 };
+	fsafe_lock *l;
+
+	for (size_t i = 0; i < sizeof(huge) / sizeof(huge[0]); i++) {
+		assert_int_equal(take(f, 0, huge[i], huge[i], &l), 0);
+		assert_int_equal(fsafe_lock_release(l), 0);
+		assert_int_equal(take(f, FSAFE_LOCK_KERNEL, huge[i], 0, &l), 0);
+		assert_int_equal(fsafe_lock_release(l), 0);
+		remove_lock(f);
+	}
+}
+
 static void not_a_file(void **state)
 {
 	struct fx *f = *state;
@@ -602,7 +620,7 @@ int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 	const struct CMUnitTest tests[] = {
-		T(basic), T(times_out), T(waits_for_release),
+		T(basic), T(times_out), T(any_timeout), T(waits_for_release),
 		T(dead_owner_broken), T(other_boot_broken), T(pid_reuse),
 		T(other_host), T(newer_version), T(eperm_keeps), T(breaker_guard),
 		T(guard_on_read_only_locks),
