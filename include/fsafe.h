@@ -158,7 +158,9 @@ struct fsafe_error {
 	                      "allocate", "write", "fsync", "link", "rename",
 	                      "fsync directory", "mkdir", "resolve", "stat",
 	                      "chmod", "list xattrs", "read xattr",
-	                      "copy xattr", "hard links", "compare", ...;
+	                      "copy xattr", "hard links", "compare",
+	                      "exists (create-only)" (FSAFE_CREATE_ONLY
+	                      found the target), ...;
 	                      a target that is not a regular file is named
 	                      by its type: "not a regular file (character
 	                      device)", "... (block device)", "... (fifo)",

@@ -254,8 +254,7 @@ static int inherit_metadata(fsafe_writer *w, const struct stat *target)
 	return 0;
 }
 
-/* The detail for a target we never replace nor write through. */
-static const char *special_type(mode_t mode)
+const char *fsafe__special_type(mode_t mode)
 {
 	switch (mode & S_IFMT) {
 	case S_IFCHR: return "not a regular file (character device)";
@@ -275,13 +274,13 @@ static int check_target(fsafe_writer *w)
 
 	if (!w->t.exists) /* st is not filled in */
 		return w->conditional ? fail(w, -ESTALE, "compare") : 0;
-	special = special_type(st->st_mode);
+	special = fsafe__special_type(st->st_mode);
 	if (S_ISDIR(st->st_mode))
 		return fail(w, -EISDIR, "stat");
 	if (special)
 		return fail(w, -EBADFD, special);
 	if (w->flags & FSAFE_CREATE_ONLY)
-		return fail(w, -EEXIST, "stat");
+		return fail(w, -EEXIST, FSAFE__STEP_EXISTS);
 	if ((w->flags & FSAFE_NO_SPLIT_LINKS) && S_ISREG(st->st_mode) &&
 	    st->st_nlink > 1)
 		return fail(w, -EMLINK, "hard links");
@@ -585,8 +584,9 @@ int fsafe__writer_publish(fsafe_writer *w)
 	if (w->err)
 		return w->err;
 	if (create_only) {
+		/* A target that appeared since the check is the same refusal. */
 		if ((r = publish_noreplace(w)) < 0)
-			return fail(w, r, "link");
+			return fail(w, r, r == -EEXIST ? FSAFE__STEP_EXISTS : "link");
 	} else if ((r = publish_replace(w)) < 0) {
 		return r;
 	}

@@ -10,6 +10,14 @@
 #include "target.h"
 #include "token.h"
 
+/* The step of a create-only write that found its target. */
+#define FSAFE__STEP_EXISTS "exists (create-only)"
+
+/* The step naming a file we never replace, open nor write through: "not
+   a regular file (fifo)", "... (socket)", "... (character device)", "...
+   (block device)"; NULL for a regular file, a directory or a link. */
+const char *fsafe__special_type(mode_t mode);
+
 /* Options normalised from any layout of struct fsafe_write_opts. */
 struct fsafe__wopts {
 	unsigned flags;
