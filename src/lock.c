@@ -16,6 +16,7 @@
  * makes exactly one breaker win.
  */
 #define _GNU_SOURCE
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -27,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "error.h"
 #include "fsafe/lock.h"
 #include "lockdir.h"
 #include "opts.h"
@@ -34,6 +36,7 @@
 #include "quarantine.h"
 #include "sys.h"
 #include "target.h"
+#include "writer.h"
 
 #define PRIV_PREFIX ".lock-"
 #define PRIV_MAX 64
@@ -58,6 +61,7 @@ struct fsafe_lock {
 	char token[33];
 	unsigned broken;
 	char staging[PRIV_MAX]; /* "" unless its removal failed at acquire */
+	struct fsafe_error *error; /* the options', filled when release fails */
 };
 
 /* One acquisition in progress. */
@@ -74,6 +78,8 @@ struct acq {
 	unsigned broken;
 	unsigned spins;
 	uint64_t t0, backoff_ns, rng;
+	struct fsafe_error *error;
+	const char *step;       /* the first failed step, for error */
 };
 
 enum priv_kind { PRIV_NONE, PRIV_TMP, PRIV_BROKEN };
@@ -88,6 +94,50 @@ static bool same_file(const struct stat *a, const struct stat *b)
 static int lstat_at(int dirfd, const char *name, struct stat *st)
 {
 	return fsafe__fstatat(dirfd, name, st, AT_SYMLINK_NOFOLLOW);
+}
+
+/* Name the step that failed with r (the first one counts); returns r. */
+static int at(struct acq *a, int r, const char *step)
+{
+	if (r < 0 && !a->step)
+		a->step = step;
+	return r;
+}
+
+/*
+ * What holds a lock's name that is no lock file: -EISDIR for a directory,
+ * -ELOOP for a symbolic link, -EBADFD for a FIFO, socket or device, with
+ * a step that says which; 0 for a regular file (or -errno of the lstat).
+ * Asked after an open or type check failed, so that a socket's ENXIO or
+ * a FIFO's type is reported as what it is.
+ */
+static int not_a_lock(int dirfd, const char *name, const char **step)
+{
+	struct stat st, target;
+	int r = lstat_at(dirfd, name, &st);
+
+	if (r < 0 || S_ISREG(st.st_mode))
+		return r;
+	if (S_ISDIR(st.st_mode)) {
+		*step = "not a regular file (directory)";
+		return -EISDIR;
+	}
+	if (S_ISLNK(st.st_mode)) {
+		r = fsafe__fstatat(dirfd, name, &target, 0);
+		*step = r == -ENOENT ? "dangling symbolic link" : "symbolic link";
+		return -ELOOP;
+	}
+	*step = fsafe__special_type(st.st_mode);
+	return -EBADFD;
+}
+
+/* An open or type check of the lock's name failed with r: say why. */
+static int at_name(struct acq *a, int r, const char *step)
+{
+	const char *what = NULL;
+	int t = not_a_lock(a->t.dirfd, a->t.name, &what);
+
+	return t < 0 && what ? at(a, t, what) : at(a, r, step);
 }
 
 static int do_flock(int fd, int op)
@@ -134,7 +184,7 @@ static int check_regular(int fd, struct stat *st)
 		return r;
 	if (S_ISDIR(st->st_mode))
 		return -EISDIR;
-	return S_ISREG(st->st_mode) ? 0 : -EINVAL;
+	return S_ISREG(st->st_mode) ? 0 : -EBADFD;
 }
 
 static int pwrite_all(int fd, const char *buf, size_t len, off_t off)
@@ -212,10 +262,17 @@ static int opts_load(struct acq *a, const struct fsafe_lock_opts *opts)
 		FSAFE_LOCK_NO_WAIT | FSAFE_LOCK_FORCE | FSAFE_LOCK_KERNEL;
 	int r = FSAFE__OPTS_COPY(&in, opts, FSAFE_LOCK_OPTS_SIZE_V0);
 
+	/* A struct refused for its tail still holds the error pointer. */
+	if (r == -E2BIG)
+		memcpy(&a->error,
+		       (const char *)opts + offsetof(struct fsafe_lock_opts, error),
+		       sizeof(a->error));
+	else
+		a->error = in.error;
 	if (r < 0)
-		return r;
+		return at(a, r, "options");
 	if (in.flags & ~known)
-		return -EINVAL;
+		return at(a, -EINVAL, "options");
 	a->flags = in.flags;
 	a->timeout_ns = in.timeout_ms == FSAFE_FOREVER ? 0
 	                                               : ms_to_ns(in.timeout_ms);
@@ -251,10 +308,10 @@ static void seed_rng(struct acq *a)
 static int wait_turn(struct acq *a)
 {
 	if (a->flags & FSAFE_LOCK_NO_WAIT)
-		return -EWOULDBLOCK;
+		return at(a, -EWOULDBLOCK, "held by another owner");
 	uint64_t spent = mono_ns() - a->t0;
 	if (a->timeout_ns && spent >= a->timeout_ns)
-		return -ETIMEDOUT;
+		return at(a, -ETIMEDOUT, "held by another owner");
 	/* Full jitter in the upper half keeps waiters from waking in step. */
 	uint64_t d = a->backoff_ns / 2 + next_rng(a) % (a->backoff_ns / 2 + 1);
 	if (a->timeout_ns && d > a->timeout_ns - spent)
@@ -295,9 +352,26 @@ static int malformed_verdict(struct acq *a, const struct stat *lock)
 	                                   : FSAFE_OWNER_UNKNOWN;
 }
 
+/*
+ * A kernel-mode lock file under a link-mode name. Held (someone has its
+ * OFD lock): the name is in use by the other mode, -EINVAL. At rest: it
+ * is no lock at all, so it goes like a dead one; the read lock taken here
+ * stays until fd closes, keeping kernel-mode acquirers off the inode
+ * while it is moved away.
+ */
+static int kernel_file_verdict(struct acq *a, int fd)
+{
+	int r = fsafe__ofd_lock(fd, F_RDLCK, false);
+
+	if (r == 0)
+		return FSAFE_OWNER_DEAD;
+	return at(a, -EINVAL, r == -EAGAIN ? "held in kernel mode"
+	                                   : "kernel-mode lock file");
+}
+
 /* A liveness verdict on a lock-file record, or a negative errno. */
-static int verdict(struct acq *a, const char *raw, size_t n,
-                   const struct stat *st)
+static int verdict(struct acq *a, int fd, const char *raw, size_t n,
+                   const struct stat *st, bool *at_rest)
 {
 	struct fsafe_lock_owner o;
 	int r = fsafe__owner_parse(raw, n, &o);
@@ -305,9 +379,10 @@ static int verdict(struct acq *a, const char *raw, size_t n,
 	if (r == -EPROTONOSUPPORT)
 		return FSAFE_OWNER_UNKNOWN;
 	if (r < 0)
-		return malformed_verdict(a, st);
+		return at(a, malformed_verdict(a, st), "judge malformed record");
+	*at_rest = o.kernel;
 	if (o.kernel)
-		return -EINVAL; /* a kernel-mode lock file: not ours to break */
+		return kernel_file_verdict(a, fd);
 	return (int)fsafe__owner_judge(&o, &a->self);
 }
 
@@ -342,7 +417,7 @@ static bool moved_same(struct acq *a, const char *priv, int fd,
  * then unlink it. 1: try to link again now; 0: someone holds it; <0: error.
  */
 static int break_lock(struct acq *a, int fd, const struct stat *st,
-                      const char *raw, size_t n)
+                      const char *raw, size_t n, bool at_rest)
 {
 	char priv[PRIV_MAX];
 	struct stat now;
@@ -351,18 +426,18 @@ static int break_lock(struct acq *a, int fd, const struct stat *st,
 	if (r == -EWOULDBLOCK)
 		return 0; /* its owner, alive after all, or another breaker */
 	if (r < 0 && !no_locks(r))
-		return r;
+		return at(a, r, "flock");
 	r = lstat_at(a->t.dirfd, a->t.name, &now);
 	if (r == -ENOENT || (r == 0 && !same_file(&now, st)))
 		return 1; /* already broken (and maybe taken) by someone else */
 	if (r < 0 || (r = priv_name(priv, ".broken")) < 0)
-		return r;
+		return at(a, r, "stat lock file");
 	r = fsafe__renameat(a->t.dirfd, a->t.name, a->t.dirfd, priv);
 	if (r < 0)
-		return r == -ENOENT ? 1 : r;
+		return r == -ENOENT ? 1 : at(a, r, "break lock (rename)");
 	if (moved_same(a, priv, fd, st, raw, n)) {
 		fsafe__unlinkat(a->t.dirfd, priv, 0);
-		a->broken++;
+		a->broken += !at_rest; /* a kernel file at rest held no lock */
 		return 1;
 	}
 	/* Only possible without locks: a lock taken meanwhile was moved.
@@ -376,6 +451,7 @@ static int break_lock(struct acq *a, int fd, const struct stat *st,
 static int examine(struct acq *a, char *raw)
 {
 	struct stat st;
+	bool at_rest = false;
 	int fd = open_record(a->t.dirfd, a->t.name);
 
 	if (fd == -ENOENT)
@@ -383,15 +459,21 @@ static int examine(struct acq *a, char *raw)
 	if (fd == -EACCES)
 		return 0; /* an unreadable record proves nothing */
 	if (fd < 0)
-		return fd;
+		return at_name(a, fd, "open lock file");
 	int r = check_regular(fd, &st);
-	ssize_t n = r < 0 ? r : fsafe__owner_read_raw(fd, raw);
+	if (r < 0) {
+		fsafe__close(fd);
+		return at_name(a, r, "stat lock file");
+	}
+	ssize_t n = fsafe__owner_read_raw(fd, raw);
 	if (n >= 0)
-		r = verdict(a, raw, (size_t)n, &st);
+		r = verdict(a, fd, raw, (size_t)n, &st, &at_rest);
 	else
-		r = (int)n;
+		r = at(a, (int)n, "read owner record");
 	if (r >= 0)
-		r = breakable(a, r) ? break_lock(a, fd, &st, raw, (size_t)n) : 0;
+		r = breakable(a, r)
+		            ? break_lock(a, fd, &st, raw, (size_t)n, at_rest)
+		            : 0;
 	fsafe__close(fd);
 	return r;
 }
@@ -411,18 +493,19 @@ static int stage(struct acq *a)
 	}
 	if (r < 0) {
 		a->staging[0] = '\0';
-		return r;
+		return at(a, r, "create staging file");
 	}
 	a->fd = r;
 	/* Before the first byte: a scanner that gets this lock on a stage
 	   whose record is incomplete knows its creator is dead. */
 	r = do_flock(a->fd, LOCK_EX);
 	if (r < 0 && !no_locks(r))
-		return r;
-	if ((r = fsafe__write_all(a->fd, a->rec, a->rec_len)) < 0 ||
-	    (r = fsafe__fsync(a->fd)) < 0)
-		return r;
-	return fsafe__fstat(a->fd, &a->st);
+		return at(a, r, "flock");
+	if ((r = fsafe__write_all(a->fd, a->rec, a->rec_len)) < 0)
+		return at(a, r, "write owner record");
+	if ((r = fsafe__fsync(a->fd)) < 0)
+		return at(a, r, "fsync");
+	return at(a, fsafe__fstat(a->fd, &a->st), "stat");
 }
 
 static int64_t wall_ms(void)
@@ -473,20 +556,24 @@ static int acquire_link(struct acq *a)
 	for (;;) {
 		if (a->fd < 0 && (r = stage(a)) < 0)
 			break;
-		if ((r = refresh(a)) < 0)
+		if ((r = at(a, refresh(a), "write owner record")) < 0)
 			break;
 		r = fsafe__linkat(a->t.dirfd, a->staging, a->t.dirfd, a->t.name, 0);
 		if (r == -ENOENT) { /* a scanner took a stage it could lock */
 			unstage(a);
 			continue;
 		}
-		if (r < 0 && r != -EEXIST)
+		if (r < 0 && r != -EEXIST) {
+			at(a, r, "link");
 			break;
+		}
 		r = lstat_at(a->t.dirfd, a->t.name, &st);
 		if (r == 0 && same_file(&st, &a->st))
 			break; /* ours */
-		if (r < 0 && r != -ENOENT)
+		if (r < 0 && r != -ENOENT) {
+			at(a, r, "stat lock file");
 			break;
+		}
 		r = r == -ENOENT ? 1 : examine(a, raw);
 		if (r < 0)
 			break;
@@ -513,17 +600,18 @@ static int kernel_claim(struct acq *a)
 	if (r == -ENOENT || (r == 0 && !same_file(&st, &a->st)))
 		return 1;
 	if (r < 0 || !(raw = malloc(FSAFE__OWNER_MAX + 1)))
-		return r < 0 ? r : -ENOMEM;
+		return at(a, r < 0 ? r : -ENOMEM, "stat lock file");
 	ssize_t n = fsafe__owner_read_raw(a->fd, raw);
-	r = n < 0 ? (int)n : 0;
+	r = at(a, n < 0 ? (int)n : 0, "read owner record");
 	if (n >= 0 && fsafe__owner_parse(raw, (size_t)n, &o) == 0 && !o.kernel)
-		r = -EINVAL; /* a link-mode lock lives under this name */
+		r = at(a, -EINVAL, "held in link mode");
 	free(raw);
 	if (r < 0)
 		return r;
 	if (SYS->ftruncate(a->fd, 0) < 0)
-		return -errno;
-	return pwrite_all(a->fd, a->rec, a->rec_len, 0);
+		return at(a, -errno, "truncate");
+	return at(a, pwrite_all(a->fd, a->rec, a->rec_len, 0),
+	          "write owner record");
 }
 
 static int acquire_kernel(struct acq *a)
@@ -537,9 +625,9 @@ static int acquire_kernel(struct acq *a)
 			                              O_NONBLOCK | O_NOCTTY,
 			                      0666);
 			if (a->fd < 0)
-				return a->fd;
+				return at_name(a, a->fd, "open lock file");
 			if ((r = check_regular(a->fd, &a->st)) < 0)
-				return r;
+				return at_name(a, r, "stat lock file");
 		}
 		r = fsafe__ofd_lock(a->fd, F_WRLCK, false);
 		if (r == 0) {
@@ -548,7 +636,9 @@ static int acquire_kernel(struct acq *a)
 			a->fd = fsafe__close(a->fd); /* replaced: lock the new one */
 			continue;
 		}
-		if (r != -EAGAIN || (r = wait_turn(a)) < 0)
+		if (r != -EAGAIN)
+			return at(a, r, "lock (OFD)");
+		if ((r = wait_turn(a)) < 0)
 			return r;
 	}
 }
@@ -677,13 +767,16 @@ static int prepare(struct acq *a, int dirfd, const char *path,
 	const char *step;
 	int r, n;
 
-	if ((r = opts_load(a, opts)) < 0 ||
-	    (r = fsafe__target_resolve(dirfd, path, false, true, false, &a->t,
-	                               &step)) < 0 ||
-	    (r = fsafe__owner_self(&a->self, a->flags & FSAFE_LOCK_KERNEL)) < 0)
+	if ((r = opts_load(a, opts)) < 0)
 		return r;
+	if ((r = fsafe__target_resolve(dirfd, path, false, true, false, &a->t,
+	                               &step)) < 0)
+		return at(a, r, step);
+	r = fsafe__owner_self(&a->self, a->flags & FSAFE_LOCK_KERNEL);
+	if (r < 0)
+		return at(a, r, "describe this process");
 	if ((n = fsafe__owner_format(&a->self, a->rec, sizeof(a->rec))) < 0)
-		return n;
+		return at(a, n, "format owner record");
 	a->rec_len = (size_t)n;
 	seed_rng(a);
 	a->backoff_ns = BACKOFF_MIN_NS;
@@ -704,6 +797,7 @@ static void hand_over(struct acq *a, fsafe_lock *l)
 	l->pid = a->self.pid;
 	memcpy(l->token, a->self.token, sizeof(l->token));
 	l->broken = a->broken;
+	l->error = a->error;
 	strcpy(l->staging, a->staging);
 	a->staging[0] = '\0';
 }
@@ -728,6 +822,7 @@ int fsafe_lock_acquire(int dirfd, const char *path,
 	fsafe_lock *l = calloc(1, sizeof(*l));
 	int r = a && l ? 0 : -ENOMEM;
 
+	assert(out);
 	*out = NULL;
 	if (r == 0) {
 		a->fd = -1;
@@ -749,6 +844,8 @@ int fsafe_lock_acquire(int dirfd, const char *path,
 		*out = l;
 		l = NULL;
 	} else if (a) {
+		fsafe__error_set(a->error, r, -r, a->step ? a->step : "lock",
+		                 false);
 		withdraw(a);
 		unstage(a);
 	}
@@ -764,16 +861,39 @@ unsigned fsafe_lock_broken(const fsafe_lock *l)
 	return l ? l->broken : 0;
 }
 
+/*
+ * A kernel-mode lock file is never removed, so one that is gone or
+ * replaced was taken away by hand: a second holder may have locked the
+ * new file meanwhile, as a link-mode lock removed by hand lets one in.
+ */
+static int kernel_still_ours(const fsafe_lock *l)
+{
+	struct stat st;
+	int r = lstat_at(l->dirfd, l->name, &st);
+
+	if (r == -ENOENT || (r == 0 && (st.st_dev != l->dev ||
+	                                st.st_ino != l->ino)))
+		return -ESTALE;
+	return r;
+}
+
 int fsafe_lock_release(fsafe_lock *l)
 {
 	int r = 0;
+	const char *step = "remove lock file";
 
 	if (!l)
 		return 0;
-	if (getpid() != l->pid)
+	if (getpid() != l->pid) {
 		r = -EPERM;
-	else if (!l->kernel)
-		r = remove_ours(l);
+		step = "release in another process than the holder";
+	} else {
+		r = l->kernel ? kernel_still_ours(l) : remove_ours(l);
+	}
+	if (r == -ESTALE)
+		step = "lock file removed or replaced while held";
+	if (r < 0)
+		fsafe__error_set(l->error, r, -r, step, false);
 	if (l->staging[0] && getpid() == l->pid)
 		fsafe__unlinkat(l->dirfd, l->staging, 0);
 	/* Closing drops the flock or OFD lock: only after the name is gone. */
@@ -853,6 +973,11 @@ int fsafe_lock_inspect(int dirfd, const char *path,
 	r = fd < 0 ? fd : inspect_fd(fd, &o);
 	if (fd >= 0)
 		fsafe__close(fd);
+	if (r == -ENXIO || r == -EBADFD) { /* a socket's open, a FIFO's type */
+		const char *what = NULL;
+		int t2 = not_a_lock(t.dirfd, t.name, &what);
+		r = t2 < 0 && what ? t2 : r;
+	}
 	fsafe__target_close(&t);
 	FSAFE__OPTS_COPY_OUT(owner, &o, FSAFE_LOCK_OWNER_SIZE_V0);
 	return r;
@@ -973,17 +1098,44 @@ static int scan_lock(struct scan *s, const char *name, int fd,
 	return problem(s, name, "abandoned: its owner is dead", true);
 }
 
+/*
+ * Something that is not a directory at the quarantine's name would make
+ * every later quarantine fail: it is judged first, and repair moves it
+ * into a new quarantine of its own, as the keyed store does.
+ */
+static int scan_quarantine(struct scan *s)
+{
+	struct stat st;
+	int r = lstat_at(s->dfd, FSAFE__QUARANTINE, &st);
+
+	if (r == -ENOENT || (r == 0 && S_ISDIR(st.st_mode)))
+		return 0;
+	if (r < 0)
+		return r;
+	const char *what = S_ISREG(st.st_mode)
+	                           ? "a file where the quarantine belongs"
+	                           : type_what(st.st_mode);
+	const char *done = NULL;
+	if (s->repair &&
+	    fsafe__quarantine_reclaim(s->dfd, what, true, &s->qfd) == 0)
+		done = "moved into a new quarantine/";
+	s->found++;
+	return fsafe__damage_say(s->fn, s->arg, s->prefix, FSAFE__QUARANTINE,
+	                         what, done, 0);
+}
+
 static int scan_entry(struct scan *s, const char *name)
 {
 	struct stat st;
-	int r = lstat_at(s->dfd, name, &st);
+	int r;
 
+	if (strcmp(name, FSAFE__QUARANTINE) == 0)
+		return 0; /* scan_quarantine's */
+	r = lstat_at(s->dfd, name, &st);
 	if (r == -ENOENT)
 		return 0;
 	if (r < 0)
 		return r;
-	if (S_ISDIR(st.st_mode) && strcmp(name, FSAFE__QUARANTINE) == 0)
-		return 0;
 	if (!S_ISREG(st.st_mode))
 		return problem(s, name, type_what(st.st_mode), false);
 	int fd = open_record(s->dfd, name);
@@ -1010,6 +1162,8 @@ int fsafe__lock_dir_scan(int dfd, const char *prefix, bool repair,
 	s.a = calloc(1, sizeof(*s.a));
 	s.raw = malloc(FSAFE__OWNER_MAX + 1);
 	r = s.a && s.raw ? fsafe__owner_self(&s.a->self, false) : -ENOMEM;
+	if (r == 0)
+		r = scan_quarantine(&s);
 	if (r == 0)
 		r = fsafe__dir_names(dfd, &names, &n);
 	for (size_t i = 0; r == 0 && i < n; i++)
