@@ -639,6 +639,11 @@ struct fsafe_error *fsafe__writer_error_out(const fsafe_writer *w)
 	return w->error;
 }
 
+void fsafe__writer_set_error(fsafe_writer *w, struct fsafe_error *error)
+{
+	w->error = error;
+}
+
 int fsafe__writer_finish(fsafe_writer *w)
 {
 	if (w->err)

@@ -89,5 +89,7 @@ int fsafe__writer_dir_fd(const fsafe_writer *w);
 bool fsafe__writer_needs_dir_sync(const fsafe_writer *w);
 /* The caller's error detail, to fill in after a deferred sync fails. */
 struct fsafe_error *fsafe__writer_error_out(const fsafe_writer *w);
+/* Where the writer's later failures are reported from now on. */
+void fsafe__writer_set_error(fsafe_writer *w, struct fsafe_error *error);
 
 #endif

@@ -171,7 +171,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	plant();
 	rootfd = open(rootpath, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	for (int i = 0; i < 4; i++)
-		if (fsafe_root_open(rootpath, modes[i], &roots[i]) < 0 ||
+		if (fsafe_root_open(AT_FDCWD, rootpath,
+		                    &(struct fsafe_root_opts){
+		                            .size = sizeof(struct fsafe_root_opts),
+		                            .flags = modes[i] },
+		                    &roots[i]) < 0 ||
 		    fsafe__resolver_init(&resolvers[i], rootfd, modes[i]) < 0)
 			abort();
 	baseline = snap_take(scratch, "root");

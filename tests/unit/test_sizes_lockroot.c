@@ -120,6 +120,15 @@ static int call_lock(void *opts, void *ctx)
 	return r;
 }
 
+static int call_root(void *opts, void *ctx)
+{
+	struct tu_fx *f = ctx;
+	fsafe_root *r;
+	int rc = fsafe_root_open(f->dirfd, ".", opts, &r);
+	fsafe_root_close(r);
+	return rc;
+}
+
 /* ---- the fields each case sets, so a layout mix-up shows ---- */
 
 static void fill_write(void *opts)
@@ -130,6 +139,11 @@ static void fill_write(void *opts)
 static void fill_lock(void *opts)
 {
 	((struct fsafe_lock_opts *)opts)->flags = FSAFE_LOCK_NO_WAIT;
+}
+
+static void fill_root(void *opts)
+{
+	((struct fsafe_root_opts *)opts)->flags = FSAFE_ROOT_NO_OPENAT2;
 }
 
 /* ---- the tests ---- */
@@ -160,6 +174,12 @@ static void lock_opts_sizes(void **state)
 {
 	run_sizes(sizeof(struct fsafe_lock_opts), FSAFE_LOCK_OPTS_SIZE_V0,
 	          call_lock, *state, fill_lock);
+}
+
+static void root_opts_sizes(void **state)
+{
+	run_sizes(sizeof(struct fsafe_root_opts), FSAFE_ROOT_OPTS_SIZE_V0,
+	          call_root, *state, fill_root);
 }
 
 /* An out struct: filled as far as the caller's size goes, zeros past
@@ -206,6 +226,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(lock_opts_sizes, tu_fx_setup,
 		                                tu_fx_teardown),
 		cmocka_unit_test_setup_teardown(lock_owner_sizes, tu_fx_setup,
+		                                tu_fx_teardown),
+		cmocka_unit_test_setup_teardown(root_opts_sizes, tu_fx_setup,
 		                                tu_fx_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
