@@ -769,8 +769,7 @@ static int prepare(struct acq *a, int dirfd, const char *path,
 
 	if ((r = opts_load(a, opts)) < 0)
 		return r;
-	if ((r = fsafe__target_resolve(dirfd, path, false, true, false, &a->t,
-	                               &step)) < 0)
+	if ((r = fsafe__target_resolve(dirfd, path, 0, &a->t, &step)) < 0)
 		return at(a, r, step);
 	r = fsafe__owner_self(&a->self, a->flags & FSAFE_LOCK_KERNEL);
 	if (r < 0)
@@ -966,8 +965,7 @@ int fsafe_lock_inspect(int dirfd, const char *path,
 	/* The caller's layout is checked before anything is read. */
 	if ((r = FSAFE__OPTS_COPY_OUT(owner, &o, FSAFE_LOCK_OWNER_SIZE_V0)) < 0)
 		return r;
-	if ((r = fsafe__target_resolve(dirfd, path, false, true, false, &t,
-	                               &step)) < 0)
+	if ((r = fsafe__target_resolve(dirfd, path, 0, &t, &step)) < 0)
 		return r;
 	int fd = open_record(t.dirfd, t.name);
 	r = fd < 0 ? fd : inspect_fd(fd, &o);

@@ -448,9 +448,10 @@ int fsafe_root_open_read(fsafe_root *root, const char *path)
 /* Directories, names                                                        */
 /* ------------------------------------------------------------------------ */
 
-/* Parse `path` and resolve the directory it names. */
-static int resolve_whole_dir(fsafe_root *root, const char *path, bool mkdir,
-                             mode_t mode, bool nosync)
+/* Parse `path` and resolve the directory it names; `how` may ask for
+   FSAFE__TARGET_MKDIR (with `mode`) and FSAFE__TARGET_NOSYNC. */
+static int resolve_whole_dir(fsafe_root *root, const char *path,
+                             unsigned how, mode_t mode)
 {
 	struct fsafe__rpath *p = malloc(sizeof(*p));
 	struct fsafe__rerr e;
@@ -460,9 +461,9 @@ static int resolve_whole_dir(fsafe_root *root, const char *path, bool mkdir,
 		return note_step(root, -ENOMEM, "alloc", "");
 	r = fsafe__rpath_parse(p, path ? path : "", path ? strlen(path) : 0,
 	                       false, &e);
-	if (r == 0 && mkdir)
-		r = fsafe__resolve_dir_mkdir(&root->res, p, p->n, mode, nosync,
-		                             &e);
+	if (r == 0 && (how & FSAFE__TARGET_MKDIR))
+		r = fsafe__resolve_dir_mkdir(&root->res, p, p->n, mode,
+		                             how & FSAFE__TARGET_NOSYNC, &e);
 	else if (r == 0)
 		r = fsafe__resolve_dir(&root->res, p, p->n, &e);
 	free(p);
@@ -475,8 +476,10 @@ int fsafe_root_mkdir_all(fsafe_root *root, const char *path, mode_t mode,
 	assert(root);
 	if (mode & ~(mode_t)07777)
 		return note_step(root, -EINVAL, "options", "");
-	int fd = resolve_whole_dir(root, path, true, mode ? mode : 0777,
-	                           flags & FSAFE_ROOT_OP_NO_SYNC);
+	unsigned how = FSAFE__TARGET_MKDIR | (flags & FSAFE_ROOT_OP_NO_SYNC
+	                                              ? FSAFE__TARGET_NOSYNC
+	                                              : 0);
+	int fd = resolve_whole_dir(root, path, how, mode ? mode : 0777);
 	if (fd < 0)
 		return fd;
 	fsafe__close(fd);
@@ -566,7 +569,7 @@ int fsafe_root_sweep(fsafe_root *root, const char *path,
 	assert(root);
 	if (result)
 		*result = NULL;
-	int fd = resolve_whole_dir(root, path, false, 0, false);
+	int fd = resolve_whole_dir(root, path, 0, 0);
 	if (fd < 0)
 		return fd;
 	int r = fsafe_sweep(fd, ".", older_than_ms, flags, cancel, result);

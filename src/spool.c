@@ -1160,7 +1160,8 @@ static int opts_load(struct spool_opts *o, const struct fsafe_spool_opts *in)
 static int make_dir(int dirfd, const char *path, const char **step)
 {
 	struct fsafe__target t;
-	int r = fsafe__target_resolve(dirfd, path, true, false, true, &t, step);
+	int r = fsafe__target_resolve(
+		dirfd, path, FSAFE__TARGET_MKDIR | FSAFE__TARGET_FOLLOW, &t, step);
 
 	if (r < 0)
 		return r;

@@ -151,10 +151,8 @@ int fsafe__target_follow(struct fsafe__target *t, const char **step)
 	}
 }
 
-/* Both resolvers: `borrow` lets a one-component path use dirfd itself. */
-static int resolve(int dirfd, const char *path, bool mkdir, bool nosync,
-                   bool follow, bool borrow, struct fsafe__target *t,
-                   const char **step)
+int fsafe__target_resolve(int dirfd, const char *path, unsigned how,
+                          struct fsafe__target *t, const char **step)
 {
 	char dir[PATH_MAX];
 	int r;
@@ -172,36 +170,23 @@ static int resolve(int dirfd, const char *path, bool mkdir, bool nosync,
 		return r;
 	strcpy(t->name, base);
 
-	if (borrow && dirfd >= 0 && base == path) {
+	if ((how & FSAFE__TARGET_BORROW) && dirfd >= 0 && base == path) {
 		t->dirfd = dirfd;
 		t->borrowed = true;
-	} else if (mkdir) {
-		t->dirfd = open_dir_creating(dirfd, dir, nosync, step);
+	} else if (how & FSAFE__TARGET_MKDIR) {
+		t->dirfd = open_dir_creating(dirfd, dir,
+		                             how & FSAFE__TARGET_NOSYNC, step);
 	} else if ((t->dirfd = fsafe__open_dir(dirfd, dir)) < 0) {
 		*step = "open directory";
 	}
 	if (t->dirfd < 0)
 		return t->dirfd;
 
-	r = follow ? fsafe__target_follow(t, step) : fsafe__target_stat(t, step);
+	r = how & FSAFE__TARGET_FOLLOW ? fsafe__target_follow(t, step)
+	                               : fsafe__target_stat(t, step);
 	if (r < 0)
 		fsafe__target_close(t);
 	return r < 0 ? r : 0;
-}
-
-int fsafe__target_resolve(int dirfd, const char *path, bool mkdir,
-                          bool nosync, bool follow, struct fsafe__target *t,
-                          const char **step)
-{
-	return resolve(dirfd, path, mkdir, nosync, follow, false, t, step);
-}
-
-int fsafe__target_resolve_borrowing(int dirfd, const char *path, bool mkdir,
-                                    bool nosync, bool follow,
-                                    struct fsafe__target *t,
-                                    const char **step)
-{
-	return resolve(dirfd, path, mkdir, nosync, follow, true, t, step);
 }
 
 int fsafe__target_sync_dir(const struct fsafe__target *t)

@@ -404,10 +404,11 @@ int fsafe__writer_open(int dirfd, const char *path,
 	struct fsafe__target t;
 	const char *step = "resolve";
 	unsigned f = o->flags;
-	int r = (o->borrow_dirfd ? fsafe__target_resolve_borrowing
-	                         : fsafe__target_resolve)(
-		dirfd, path, f & FSAFE_MKDIR, f & FSAFE_NO_SYNC,
-		!(f & FSAFE_NO_FOLLOW), &t, &step);
+	unsigned how = (f & FSAFE_MKDIR ? FSAFE__TARGET_MKDIR : 0) |
+	               (f & FSAFE_NO_SYNC ? FSAFE__TARGET_NOSYNC : 0) |
+	               (f & FSAFE_NO_FOLLOW ? 0 : FSAFE__TARGET_FOLLOW) |
+	               (o->borrow_dirfd ? FSAFE__TARGET_BORROW : 0);
+	int r = fsafe__target_resolve(dirfd, path, how, &t, &step);
 
 	*out = NULL;
 	if (r < 0) {
