@@ -215,6 +215,7 @@ int fsafe_async_new(const struct fsafe_async_opts *opts, fsafe_async **out)
 	struct fsafe_async_opts in;
 	int r = FSAFE__OPTS_COPY(&in, opts, FSAFE_ASYNC_OPTS_SIZE_V0);
 
+	assert(out);
 	*out = NULL;
 	if (r < 0)
 		return r;
@@ -246,6 +247,7 @@ int fsafe_async_new(const struct fsafe_async_opts *opts, fsafe_async **out)
 
 int fsafe_async_fd(const fsafe_async *a)
 {
+	assert(a);
 	return a->notify[0];
 }
 
@@ -266,9 +268,10 @@ int fsafe_async_submit(fsafe_async *a, int dirfd, const char *path,
 	struct fsafe__wopts check;
 	int r = fsafe__wopts_load(&check, opts);
 
+	assert(a);
 	if (r < 0)
 		return r;
-	if (!path)
+	if (!path || (!buf && len > 0))
 		return -EINVAL;
 	struct req *q = calloc(1, sizeof(*q));
 	if (!q || !(q->path = strdup(path))) {
@@ -309,6 +312,7 @@ int fsafe_async_cancel(fsafe_async *a, uint64_t id)
 {
 	int r = -ENOENT;
 
+	assert(a);
 	pthread_mutex_lock(&a->mu);
 	struct req *q = q_take(&a->pending, id);
 	if (q) {
@@ -326,6 +330,7 @@ int fsafe_async_reap(fsafe_async *a, struct fsafe_async_completion *out,
 {
 	size_t n = 0;
 
+	assert(a && (out || max == 0));
 	pthread_mutex_lock(&a->mu);
 	struct req *q;
 	while (n < max && (q = q_pop(&a->finished))) {

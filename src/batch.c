@@ -9,6 +9,7 @@
  * items published into that directory as FSAFE_ENOTDURABLE.
  */
 #define _GNU_SOURCE
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +77,7 @@ int fsafe_batch_new(const struct fsafe_batch_opts *opts, fsafe_batch **out)
 	struct fsafe_batch_opts in;
 	int r = FSAFE__OPTS_COPY(&in, opts, FSAFE_BATCH_OPTS_SIZE_V0);
 
+	assert(out);
 	*out = NULL;
 	if (r < 0)
 		return r;
@@ -122,9 +124,10 @@ int fsafe_batch_add(fsafe_batch *b, int dirfd, const char *path,
 	                   .dir = NO_DIR };
 	int r = fsafe__wopts_load(&it.o, opts);
 
+	assert(b);
 	if (r < 0)
 		return r;
-	if (!path)
+	if (!path || (!buf && len > 0))
 		return -EINVAL;
 	it.o.one_shot = true;
 	it.o.length = len;
@@ -138,6 +141,7 @@ int fsafe_batch_add(fsafe_batch *b, int dirfd, const char *path,
 
 int fsafe_batch_add_writer(fsafe_batch *b, fsafe_writer *w)
 {
+	assert(b && w);
 	struct item it = { .w = w, .dir = NO_DIR,
 	                   .error = fsafe__writer_error_out(w) };
 	int r = add_item(b, &it);
@@ -299,6 +303,7 @@ static void sync_dirs(fsafe_batch *b)
 
 int fsafe_batch_commit(fsafe_batch *b)
 {
+	assert(b);
 	if (b->committed)
 		return -EALREADY;
 	b->committed = true;
@@ -315,11 +320,13 @@ int fsafe_batch_commit(fsafe_batch *b)
 
 size_t fsafe_batch_count(const fsafe_batch *b)
 {
+	assert(b);
 	return b->n;
 }
 
 int fsafe_batch_result(const fsafe_batch *b, size_t i)
 {
+	assert(b);
 	if (i >= b->n)
 		return -ENOENT;
 	return b->committed ? b->items[i].result : -EAGAIN;

@@ -962,6 +962,7 @@ int fsafe_lock_inspect(int dirfd, const char *path,
 	const char *step;
 	int r;
 
+	assert(owner);
 	/* The caller's layout is checked before anything is read. */
 	if ((r = FSAFE__OPTS_COPY_OUT(owner, &o, FSAFE_LOCK_OWNER_SIZE_V0)) < 0)
 		return r;

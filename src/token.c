@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "token.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -72,6 +73,7 @@ int fsafe_token_get(int dirfd, const char *path, unsigned flags,
 	const char *step;
 	int r;
 
+	assert(out);
 	if (flags & ~(unsigned)FSAFE_NO_FOLLOW)
 		return -EINVAL;
 	unsigned how = FSAFE__TARGET_BORROW |

@@ -23,6 +23,7 @@
 #define _GNU_SOURCE
 #include "writer.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -439,6 +440,7 @@ int fsafe_writer_open(int dirfd, const char *path,
 	struct fsafe__wopts o;
 	int r = fsafe__wopts_load_reporting(&o, opts);
 
+	assert(out);
 	*out = NULL;
 	if (r < 0)
 		return r;
@@ -447,14 +449,18 @@ int fsafe_writer_open(int dirfd, const char *path,
 
 int fsafe_writer_write(fsafe_writer *w, const void *buf, size_t len)
 {
+	assert(w);
 	if (w->err)
 		return w->err;
+	if (!buf && len > 0)
+		return fail(w, -EINVAL, "write (NULL buffer)");
 	int r = fsafe__write_all(w->fd, buf, len);
 	return r < 0 ? fail(w, r, "write") : 0;
 }
 
 int fsafe_writer_fd(const fsafe_writer *w)
 {
+	assert(w);
 	return w->fd;
 }
 
@@ -655,6 +661,7 @@ int fsafe__writer_finish(fsafe_writer *w)
 
 int fsafe_writer_commit(fsafe_writer *w)
 {
+	assert(w);
 	fsafe__writer_sync_data(w);
 	fsafe__writer_publish(w);
 	fsafe__writer_sync_dir(w);

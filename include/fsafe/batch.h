@@ -64,7 +64,7 @@ FSAFE_API int fsafe_batch_new(const struct fsafe_batch_opts *opts,
  * buffer is not copied: it must stay valid until fsafe_batch_commit()
  * returns. `opts` is read now (NULL for defaults); its `error`, if set,
  * is filled in at commit. Returns the item's index (>= 0) or a negative
- * errno.
+ * errno (-EINVAL for a NULL path, or a NULL buf with a non-zero len).
  */
 FSAFE_API int fsafe_batch_add(fsafe_batch *b, int dirfd, const char *path,
                               const void *buf, size_t len,
@@ -127,7 +127,8 @@ FSAFE_API int fsafe_async_fd(const fsafe_async *a);
 /*
  * Queue a write and return at once. `buf` must stay valid until the write's
  * completion is reaped. Writes queued together are group-committed. `*id`
- * (if not NULL) receives the write's id. Returns 0 or a negative errno.
+ * (if not NULL) receives the write's id. Returns 0 or a negative errno
+ * (-EINVAL for a NULL path, or a NULL buf with a non-zero len).
  */
 FSAFE_API int fsafe_async_submit(fsafe_async *a, int dirfd, const char *path,
                                  const void *buf, size_t len,

@@ -205,6 +205,35 @@ static void create_only_says_exists(void **state)
 	assert_clean(f);
 }
 
+/* A NULL buffer with a length is bad data (-EINVAL), at every door;
+   with a length of 0 it is an empty file. */
+static void null_buffer_is_einval(void **state)
+{
+	struct fx *f = *state;
+	struct fsafe_write_opts o = FSAFE_WRITE_OPTS_INIT;
+	struct fsafe_error e = { 0 };
+	fsafe_batch *b;
+	fsafe_async *a;
+
+	o.error = &e;
+	assert_int_equal(fsafe_write_fileat(f->dirfd, "n", NULL, 3, &o),
+	                 -EINVAL);
+	assert_string_equal(e.step, "write (NULL buffer)");
+	assert_int_equal(fsafe_write_fileat(f->dirfd, "n", NULL, 0, NULL), 0);
+	assert_true(tu_equals(f->dir, "n", "", 0));
+	assert_int_equal(fsafe_batch_new(NULL, &b), 0);
+	assert_int_equal(fsafe_batch_add(b, f->dirfd, "m", NULL, 3, NULL),
+	                 -EINVAL);
+	fsafe_batch_free(b);
+	assert_int_equal(fsafe_async_new(NULL, &a), 0);
+	assert_int_equal(fsafe_async_submit(a, f->dirfd, "m", NULL, 3, NULL,
+	                                    NULL, NULL),
+	                 -EINVAL);
+	fsafe_async_free(a);
+	unlinkat(f->dirfd, "n", 0);
+	assert_clean(f);
+}
+
 static void mkdir_creates_parents(void **state)
 {
 	struct fx *f = *state;
@@ -548,6 +577,7 @@ int main(void)
 		T(create_only),
 		T(create_only_race_is_decided_at_publish),
 		T(create_only_says_exists),
+		T(null_buffer_is_einval),
 		T(mkdir_creates_parents),
 		T(follows_symlinks_by_default),
 		T(no_follow_replaces_the_link),
