@@ -41,6 +41,8 @@ struct req {
 	const void *buf;
 	size_t len;
 	struct fsafe_write_opts opts;
+	char *if_unchanged;   /* opts.if_unchanged's copy: the caller's
+	                         string need not outlive the submit */
 	void *user;
 	int result;
 };
@@ -102,6 +104,7 @@ static struct req *q_take(struct queue *q, uint64_t id)
 static void req_free(struct req *r)
 {
 	free(r->path);
+	free(r->if_unchanged);
 	free(r);
 }
 
@@ -274,8 +277,11 @@ int fsafe_async_submit(fsafe_async *a, int dirfd, const char *path,
 	if (!path || (!buf && len > 0))
 		return -EINVAL;
 	struct req *q = calloc(1, sizeof(*q));
-	if (!q || !(q->path = strdup(path))) {
-		free(q);
+	if (!q || !(q->path = strdup(path)) ||
+	    (check.conditional && opts->if_unchanged &&
+	     !(q->if_unchanged = strdup(opts->if_unchanged)))) {
+		if (q)
+			req_free(q);
 		return -ENOMEM;
 	}
 	q->dirfd = dirfd;
@@ -285,7 +291,8 @@ int fsafe_async_submit(fsafe_async *a, int dirfd, const char *path,
 	q->opts = (struct fsafe_write_opts){ .size = sizeof(q->opts),
 	                                     .flags = check.flags,
 	                                     .mode = check.mode,
-	                                     .error = check.error };
+	                                     .error = check.error,
+	                                     .if_unchanged = q->if_unchanged };
 	pthread_mutex_lock(&a->mu);
 	if ((r = start_worker(a)) == 0) {
 		q->id = a->next_id++;

@@ -126,7 +126,8 @@ FSAFE_API int fsafe_async_fd(const fsafe_async *a);
 
 /*
  * Queue a write and return at once. `buf` must stay valid until the write's
- * completion is reaped. Writes queued together are group-committed. `*id`
+ * completion is reaped; `opts` (its if_unchanged token included) is read
+ * now. Writes queued together are group-committed. `*id`
  * (if not NULL) receives the write's id. Returns 0 or a negative errno
  * (-EINVAL for a NULL path, or a NULL buf with a non-zero len).
  */

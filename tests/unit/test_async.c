@@ -281,6 +281,33 @@ static void batch_flags_and_a_wait_of_zero(void **state)
 	sem_destroy(&release);
 }
 
+/* if_unchanged holds for an async write as for any other: a file changed
+   after its token was taken is left alone (-ESTALE). The token string is
+   the caller's only during the submit. */
+static void if_unchanged_is_kept(void **state)
+{
+	struct fx *f = *state;
+	struct fsafe_write_opts o = FSAFE_WRITE_OPTS_INIT;
+	struct fsafe_async_completion c;
+	char tok[FSAFE_TOKEN_LEN];
+	fsafe_async *a;
+
+	tu_put(f->dir, "t", "v1", 2);
+	assert_int_equal(fsafe_token_get(f->dirfd, "t", 0, tok), 0);
+	tu_put(f->dir, "t", "v2 by another", 13);
+	o.if_unchanged = tok;
+	assert_int_equal(fsafe_async_new(NULL, &a), 0);
+	assert_int_equal(fsafe_async_submit(a, f->dirfd, "t", "mine", 4, &o,
+	                                    NULL, NULL),
+	                 0);
+	memset(tok, 'x', sizeof(tok) - 1); /* the caller's string is gone */
+	assert_int_equal(fsafe_async_wait(a, FSAFE_FOREVER), 0);
+	assert_int_equal(fsafe_async_reap(a, &c, 1), 1);
+	assert_int_equal(c.result, -ESTALE);
+	fsafe_async_free(a);
+	assert_true(tu_equals(f->dir, "t", "v2 by another", 13));
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -291,6 +318,7 @@ int main(void)
 		T(cancel_only_touches_queued_writes),
 		T(free_cancels_queued_writes),
 		T(batch_flags_and_a_wait_of_zero),
+		T(if_unchanged_is_kept),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
