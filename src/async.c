@@ -24,6 +24,7 @@
 #endif
 
 #include "fsafe.h"
+#include "error.h"
 #include "fsafe/batch.h"
 #include "opts.h"
 #include "writer.h"
@@ -64,7 +65,15 @@ struct fsafe_async {
 	bool started, stopping;
 	uint64_t next_id;
 	unsigned flags, max_group;
+	struct fsafe_error *error; /* the options', for submit */
 };
+
+/* A failure of a call on the engine (or of its creation), reported. */
+static int fail(struct fsafe_error *error, int r, const char *step)
+{
+	fsafe__error_set(error, r, -r, step, false);
+	return r;
+}
 
 static void q_init(struct queue *q)
 {
@@ -221,17 +230,19 @@ int fsafe_async_new(const struct fsafe_async_opts *opts, fsafe_async **out)
 	assert(out);
 	*out = NULL;
 	if (r < 0)
-		return r;
+		return fail(FSAFE__OPTS_ERROR(opts, struct fsafe_async_opts, r),
+		            r, "options");
 	if (in.flags & ~(unsigned)(FSAFE_BATCH_NO_URING | FSAFE_BATCH_NO_SYNCFS))
-		return -EINVAL;
+		return fail(in.error, -EINVAL, "options");
 	fsafe_async *a = calloc(1, sizeof(*a));
 	if (!a)
-		return -ENOMEM;
+		return fail(in.error, -ENOMEM, "allocate");
 	r = notify_open(a->notify);
 	if (r < 0) {
 		free(a);
-		return r;
+		return fail(in.error, r, "eventfd");
 	}
+	a->error = in.error;
 	pthread_mutex_init(&a->mu, NULL);
 	pthread_cond_init(&a->work, NULL);
 	pthread_condattr_t ca;
@@ -272,17 +283,15 @@ int fsafe_async_submit(fsafe_async *a, int dirfd, const char *path,
 	int r = fsafe__wopts_load(&check, opts);
 
 	assert(a);
-	if (r < 0)
-		return r;
-	if (!path || (!buf && len > 0))
-		return -EINVAL;
+	if (r < 0 || !path || (!buf && len > 0))
+		return fail(a->error, r < 0 ? r : -EINVAL, "options");
 	struct req *q = calloc(1, sizeof(*q));
 	if (!q || !(q->path = strdup(path)) ||
 	    (check.conditional && opts->if_unchanged &&
 	     !(q->if_unchanged = strdup(opts->if_unchanged)))) {
 		if (q)
 			req_free(q);
-		return -ENOMEM;
+		return fail(a->error, -ENOMEM, "allocate");
 	}
 	q->dirfd = dirfd;
 	q->buf = buf;
@@ -302,8 +311,10 @@ int fsafe_async_submit(fsafe_async *a, int dirfd, const char *path,
 			*id = q->id;
 	}
 	pthread_mutex_unlock(&a->mu);
-	if (r < 0)
+	if (r < 0) {
 		req_free(q);
+		fail(a->error, r, "start worker thread");
+	}
 	return r;
 }
 

@@ -24,6 +24,13 @@
 #include "sys.h"
 #include "writer.h"
 
+/* A failure of a call on the batch (or of its creation), reported. */
+static int fail(struct fsafe_error *error, int r, const char *step)
+{
+	fsafe__error_set(error, r, -r, step, false);
+	return r;
+}
+
 /* The default window: a quarter of the descriptor limit, within these. */
 #define INFLIGHT_MIN 128
 #define INFLIGHT_MAX 1024
@@ -49,6 +56,7 @@ struct dir {
 
 struct fsafe_batch {
 	unsigned flags, inflight, syncfs_min;
+	struct fsafe_error *error; /* the options', for add and commit */
 	bool committed;
 	struct item *items;
 	size_t n, cap;
@@ -80,12 +88,14 @@ int fsafe_batch_new(const struct fsafe_batch_opts *opts, fsafe_batch **out)
 	assert(out);
 	*out = NULL;
 	if (r < 0)
-		return r;
+		return fail(FSAFE__OPTS_ERROR(opts, struct fsafe_batch_opts, r),
+		            r, "options");
 	if (in.flags & ~(unsigned)(FSAFE_BATCH_NO_URING | FSAFE_BATCH_NO_SYNCFS))
-		return -EINVAL;
+		return fail(in.error, -EINVAL, "options");
 	fsafe_batch *b = calloc(1, sizeof(*b));
 	if (!b)
-		return -ENOMEM;
+		return fail(in.error, -ENOMEM, "allocate");
+	b->error = in.error;
 	b->flags = in.flags;
 	b->inflight = in.max_inflight ? in.max_inflight : default_inflight();
 	b->syncfs_min = in.syncfs_min ? in.syncfs_min : FSAFE_BATCH_SYNCFS_MIN;
@@ -109,9 +119,9 @@ static bool grow(void **arr, size_t *cap, size_t n, size_t size)
 static int add_item(fsafe_batch *b, const struct item *it)
 {
 	if (b->committed)
-		return -EALREADY;
+		return fail(b->error, -EALREADY, "add (already committed)");
 	if (!grow((void **)&b->items, &b->cap, b->n, sizeof(*it)))
-		return -ENOMEM;
+		return fail(b->error, -ENOMEM, "allocate");
 	b->items[b->n] = *it;
 	return (int)b->n++;
 }
@@ -125,14 +135,12 @@ int fsafe_batch_add(fsafe_batch *b, int dirfd, const char *path,
 	int r = fsafe__wopts_load(&it.o, opts);
 
 	assert(b);
-	if (r < 0)
-		return r;
-	if (!path || (!buf && len > 0))
-		return -EINVAL;
+	if (r < 0 || !path || (!buf && len > 0))
+		return fail(b->error, r < 0 ? r : -EINVAL, "options");
 	it.o.one_shot = true;
 	it.o.length = len;
 	if (!(it.path = strdup(path)))
-		return -ENOMEM;
+		return fail(b->error, -ENOMEM, "allocate");
 	it.error = it.o.error;
 	if ((r = add_item(b, &it)) < 0)
 		free(it.path);
@@ -305,7 +313,7 @@ int fsafe_batch_commit(fsafe_batch *b)
 {
 	assert(b);
 	if (b->committed)
-		return -EALREADY;
+		return fail(b->error, -EALREADY, "commit (already committed)");
 	b->committed = true;
 	for (size_t off = 0; off < b->n; off += b->inflight) {
 		size_t k = b->n - off < b->inflight ? b->n - off : b->inflight;

@@ -262,13 +262,8 @@ static int opts_load(struct acq *a, const struct fsafe_lock_opts *opts)
 		FSAFE_LOCK_NO_WAIT | FSAFE_LOCK_FORCE | FSAFE_LOCK_KERNEL;
 	int r = FSAFE__OPTS_COPY(&in, opts, FSAFE_LOCK_OPTS_SIZE_V0);
 
-	/* A struct refused for its tail still holds the error pointer. */
-	if (r == -E2BIG)
-		memcpy(&a->error,
-		       (const char *)opts + offsetof(struct fsafe_lock_opts, error),
-		       sizeof(a->error));
-	else
-		a->error = in.error;
+	a->error = r == 0 ? in.error
+	                  : FSAFE__OPTS_ERROR(opts, struct fsafe_lock_opts, r);
 	if (r < 0)
 		return at(a, r, "options");
 	if (in.flags & ~known)

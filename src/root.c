@@ -94,10 +94,8 @@ int fsafe_root_open(int dirfd, const char *path,
 	assert(out);
 	*out = NULL;
 	r = FSAFE__OPTS_COPY(&in, opts, FSAFE_ROOT_OPTS_SIZE_V0);
-	if (r == -E2BIG) /* V0 is whole: the error pointer is the caller's */
-		memcpy(&in.error,
-		       (const char *)opts + offsetof(struct fsafe_root_opts, error),
-		       sizeof(in.error));
+	if (r < 0)
+		in.error = FSAFE__OPTS_ERROR(opts, struct fsafe_root_opts, r);
 	if (r < 0 || (in.flags & ~(unsigned)ROOT_FLAGS))
 		return open_fail(in.error, r < 0 ? r : -EINVAL, "options");
 	if (!path || !*path)

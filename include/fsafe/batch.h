@@ -48,11 +48,16 @@ struct fsafe_batch_opts {
 	   of the soft RLIMIT_NOFILE at fsafe_batch_new(), within 128..1024. */
 	unsigned max_inflight;
 	unsigned syncfs_min;   /* 0: FSAFE_BATCH_SYNCFS_MIN */
+	/* Optional: filled when fsafe_batch_new() fails, and kept by the
+	   batch for fsafe_batch_add(), fsafe_batch_add_writer() and
+	   fsafe_batch_commit() when they fail (an item's own failure goes
+	   to that item's write options). */
+	struct fsafe_error *error;
 };
 
 /* The first published layout (0.1.0): what a `size` of 0 means. */
 #define FSAFE_BATCH_OPTS_SIZE_V0 \
-	(offsetof(struct fsafe_batch_opts, syncfs_min) + sizeof(unsigned))
+	(offsetof(struct fsafe_batch_opts, error) + sizeof(struct fsafe_error *))
 
 #define FSAFE_BATCH_OPTS_INIT FSAFE__INIT(struct fsafe_batch_opts)
 
@@ -100,11 +105,16 @@ struct fsafe_async_opts {
 	unsigned flags;      /* FSAFE_BATCH_NO_URING, FSAFE_BATCH_NO_SYNCFS
 	                        (each applies to every group commit) */
 	unsigned max_group;  /* writes committed together at most; 0: 128 */
+	/* Optional: filled when fsafe_async_new() fails, and kept by the
+	   engine for fsafe_async_submit() when it fails (a write's own
+	   failure is its completion's result, and goes to its write
+	   options' error). */
+	struct fsafe_error *error;
 };
 
 /* The first published layout (0.1.0): what a `size` of 0 means. */
 #define FSAFE_ASYNC_OPTS_SIZE_V0 \
-	(offsetof(struct fsafe_async_opts, max_group) + sizeof(unsigned))
+	(offsetof(struct fsafe_async_opts, error) + sizeof(struct fsafe_error *))
 
 #define FSAFE_ASYNC_OPTS_INIT FSAFE__INIT(struct fsafe_async_opts)
 

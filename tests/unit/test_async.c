@@ -308,6 +308,31 @@ static void if_unchanged_is_kept(void **state)
 	assert_true(tu_equals(f->dir, "t", "v2 by another", 13));
 }
 
+/* The engine's options' error: its creation and a submit that fail fill
+   it. */
+static void async_error_detail(void **state)
+{
+	struct fx *f = *state;
+	struct fsafe_async_opts ao = FSAFE_ASYNC_OPTS_INIT;
+	struct fsafe_error e = { 0 };
+	fsafe_async *a;
+
+	ao.error = &e;
+	ao.flags = 1u << 20;
+	assert_int_equal(fsafe_async_new(&ao, &a), -EINVAL);
+	assert_int_equal(e.code, -EINVAL);
+	assert_string_equal(e.step, "options");
+	ao.flags = 0;
+	memset(&e, 0, sizeof(e));
+	assert_int_equal(fsafe_async_new(&ao, &a), 0);
+	assert_int_equal(fsafe_async_submit(a, f->dirfd, NULL, "x", 1, NULL,
+	                                    NULL, NULL),
+	                 -EINVAL);
+	assert_int_equal(e.code, -EINVAL);
+	assert_string_equal(e.step, "options");
+	fsafe_async_free(a);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -319,6 +344,7 @@ int main(void)
 		T(free_cancels_queued_writes),
 		T(batch_flags_and_a_wait_of_zero),
 		T(if_unchanged_is_kept),
+		T(async_error_detail),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

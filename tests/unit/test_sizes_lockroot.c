@@ -3,7 +3,8 @@
  * writer, batch, async, lock and root modules, each through its public
  * function: a size of 0 and *_SIZE_V0 are the first layout, sizeof today
  * is taken, a larger struct is taken when its unknown tail is zero and
- * refused with -E2BIG when not, and a size below V0 is -EINVAL. The lock
+ * refused with -E2BIG when not (reported through the struct's `error`),
+ * and a size below V0 is -EINVAL. The lock
  * owner record, an out struct, is filled as far as the caller's size
  * says, with zeros past today's layout.
  */
@@ -42,10 +43,14 @@ static void set_size(struct raw *o, size_t size)
 /*
  * The six cases on a struct of today's `size` and first layout `v0`.
  * `fill` (may be NULL) sets fields in a zeroed struct before each call.
+ * `error_off` is the offset of its `error` member: a refused tail
+ * (-E2BIG) is reported there, at step "options".
  */
-static void run_sizes(size_t today, size_t v0, call_fn call, void *ctx,
-                      void (*fill)(void *opts))
+static void run_sizes(size_t today, size_t v0, size_t error_off, call_fn call,
+                      void *ctx, void (*fill)(void *opts))
 {
+	struct fsafe_error e, *ep = &e;
+
 	const struct {
 		size_t size;
 		bool dirty; /* a non-zero byte at the end of the tail */
@@ -66,11 +71,17 @@ static void run_sizes(size_t today, size_t v0, call_fn call, void *ctx,
 		set_size(&o, cases[i].size);
 		if (cases[i].dirty)
 			o.b[today + TAIL - 1] = 1;
+		memcpy(o.b + error_off, &ep, sizeof(ep));
+		memset(&e, 0, sizeof(e));
 		int r = call(o.b, ctx);
 		if (r != cases[i].want)
 			print_error("size %zu (today %zu, v0 %zu): %d, want %d\n",
 			            cases[i].size, today, v0, r, cases[i].want);
 		assert_int_equal(r, cases[i].want);
+		if (r == -E2BIG) {
+			assert_int_equal(e.code, -E2BIG);
+			assert_string_equal(e.step, "options");
+		}
 	}
 }
 
@@ -150,9 +161,11 @@ static void fill_root(void *opts)
 
 static void write_opts_sizes(void **state)
 {
-	run_sizes(sizeof(struct fsafe_write_opts), FSAFE_WRITE_OPTS_SIZE_V0,
+	const size_t eo = offsetof(struct fsafe_write_opts, error);
+
+	run_sizes(sizeof(struct fsafe_write_opts), FSAFE_WRITE_OPTS_SIZE_V0, eo,
 	          call_write, *state, fill_write);
-	run_sizes(sizeof(struct fsafe_write_opts), FSAFE_WRITE_OPTS_SIZE_V0,
+	run_sizes(sizeof(struct fsafe_write_opts), FSAFE_WRITE_OPTS_SIZE_V0, eo,
 	          call_writer, *state, fill_write);
 	assert_int_equal(FSAFE_WRITE_OPTS_SIZE_V0,
 	                 sizeof(struct fsafe_write_opts));
@@ -161,25 +174,25 @@ static void write_opts_sizes(void **state)
 static void batch_opts_sizes(void **state)
 {
 	run_sizes(sizeof(struct fsafe_batch_opts), FSAFE_BATCH_OPTS_SIZE_V0,
-	          call_batch, *state, NULL);
+	          offsetof(struct fsafe_batch_opts, error), call_batch, *state, NULL);
 }
 
 static void async_opts_sizes(void **state)
 {
 	run_sizes(sizeof(struct fsafe_async_opts), FSAFE_ASYNC_OPTS_SIZE_V0,
-	          call_async, *state, NULL);
+	          offsetof(struct fsafe_async_opts, error), call_async, *state, NULL);
 }
 
 static void lock_opts_sizes(void **state)
 {
 	run_sizes(sizeof(struct fsafe_lock_opts), FSAFE_LOCK_OPTS_SIZE_V0,
-	          call_lock, *state, fill_lock);
+	          offsetof(struct fsafe_lock_opts, error), call_lock, *state, fill_lock);
 }
 
 static void root_opts_sizes(void **state)
 {
 	run_sizes(sizeof(struct fsafe_root_opts), FSAFE_ROOT_OPTS_SIZE_V0,
-	          call_root, *state, fill_root);
+	          offsetof(struct fsafe_root_opts, error), call_root, *state, fill_root);
 }
 
 /* An out struct: filled as far as the caller's size goes, zeros past
