@@ -124,7 +124,8 @@ static int not_a_lock(int dirfd, const char *name, const char **step)
 	}
 	if (S_ISLNK(st.st_mode)) {
 		r = fsafe__fstatat(dirfd, name, &target, 0);
-		*step = r == -ENOENT ? "dangling symbolic link" : "symbolic link";
+		*step = r == -ENOENT ? "dangling symbolic link"
+		                     : "symbolic link";
 		return -ELOOP;
 	}
 	*step = fsafe__special_type(st.st_mode);
@@ -269,8 +270,8 @@ static int opts_load(struct acq *a, const struct fsafe_lock_opts *opts)
 	if (in.flags & ~known)
 		return at(a, -EINVAL, "options");
 	a->flags = in.flags;
-	a->timeout_ns = in.timeout_ms == FSAFE_FOREVER ? 0
-	                                               : ms_to_ns(in.timeout_ms);
+	a->timeout_ns =
+		in.timeout_ms == FSAFE_FOREVER ? 0 : ms_to_ns(in.timeout_ms);
 	a->grace_ns = ms_to_ns(in.grace_ms ? in.grace_ms : FSAFE_LOCK_GRACE_MS);
 	return 0;
 }
@@ -374,7 +375,8 @@ static int verdict(struct acq *a, int fd, const char *raw, size_t n,
 	if (r == -EPROTONOSUPPORT)
 		return FSAFE_OWNER_UNKNOWN;
 	if (r < 0)
-		return at(a, malformed_verdict(a, st), "judge malformed record");
+		return at(a, malformed_verdict(a, st),
+		          "judge malformed record");
 	*at_rest = o.kernel;
 	if (o.kernel)
 		return kernel_file_verdict(a, fd);

@@ -1160,8 +1160,8 @@ static int opts_load(struct spool_opts *o, const struct fsafe_spool_opts *in)
 static int make_dir(int dirfd, const char *path, const char **step)
 {
 	struct fsafe__target t;
-	int r = fsafe__target_resolve(
-		dirfd, path, FSAFE__TARGET_MKDIR | FSAFE__TARGET_FOLLOW, &t, step);
+	unsigned how = FSAFE__TARGET_MKDIR | FSAFE__TARGET_FOLLOW;
+	int r = fsafe__target_resolve(dirfd, path, how, &t, step);
 
 	if (r < 0)
 		return r;

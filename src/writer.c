@@ -591,9 +591,10 @@ int fsafe__writer_publish(fsafe_writer *w)
 	if (w->err)
 		return w->err;
 	if (create_only) {
-		/* A target that appeared since the check is the same refusal. */
+		/* A target that appeared since the check: the same refusal. */
 		if ((r = publish_noreplace(w)) < 0)
-			return fail(w, r, r == -EEXIST ? FSAFE__STEP_EXISTS : "link");
+			return fail(w, r,
+			            r == -EEXIST ? FSAFE__STEP_EXISTS : "link");
 	} else if ((r = publish_replace(w)) < 0) {
 		return r;
 	}

@@ -57,7 +57,8 @@ struct fsafe_batch_opts {
 
 /* The first published layout (0.1.0): what a `size` of 0 means. */
 #define FSAFE_BATCH_OPTS_SIZE_V0 \
-	(offsetof(struct fsafe_batch_opts, error) + sizeof(struct fsafe_error *))
+	(offsetof(struct fsafe_batch_opts, error) + \
+	 sizeof(struct fsafe_error *))
 
 #define FSAFE_BATCH_OPTS_INIT FSAFE__INIT(struct fsafe_batch_opts)
 
@@ -114,7 +115,8 @@ struct fsafe_async_opts {
 
 /* The first published layout (0.1.0): what a `size` of 0 means. */
 #define FSAFE_ASYNC_OPTS_SIZE_V0 \
-	(offsetof(struct fsafe_async_opts, error) + sizeof(struct fsafe_error *))
+	(offsetof(struct fsafe_async_opts, error) + \
+	 sizeof(struct fsafe_error *))
 
 #define FSAFE_ASYNC_OPTS_INIT FSAFE__INIT(struct fsafe_async_opts)
 

@@ -21,13 +21,13 @@
  *
  * Kernel mode (FSAFE_LOCK_KERNEL) takes an open-file-description lock
  * (F_OFD_SETLK) on a lock file that is never unlinked; the owner record is
- * written into it for diagnostics only. Releasing such a lock checks that
- * the name still is the file locked: a lock file deleted or replaced
- * while held (which lets a second holder in) is -ESTALE, as for link mode. The kernel frees the lock the
+ * written into it for diagnostics only. The kernel frees the lock the
  * instant its holder dies, so no judgement is ever needed, but it is only
  * as good as the filesystem's byte-range locks: pick it for local
  * filesystems, and link mode for NFS or when the lock must be understood
- * from other hosts.
+ * from other hosts. Releasing such a lock checks that the name still is
+ * the file locked: a lock file deleted or replaced while held (which lets
+ * a second holder in) is -ESTALE, as for link mode.
  *
  * The two modes share the lock's name. While one mode holds it, an
  * acquirer of the other gets -EINVAL. A kernel-mode lock file at rest
@@ -160,12 +160,13 @@ FSAFE_API unsigned fsafe_lock_broken(const fsafe_lock *l);
  * if it is still ours (same inode and token). Returns 0; -ESTALE if it was
  * no longer ours (force-broken by someone, or removed by hand; in kernel
  * mode: its file deleted or replaced) - mutual exclusion may have been
- * lost while it was held; -EPERM when called in
- * another process than the one that acquired it (nothing removed); or
- * another negative errno (an I/O error removing the name); a failure
- * fills the acquire options' `error`. After such an error a link-mode lock may still be in place with this process as its
- * owner: others then wait until this process exits (its record then names
- * a dead owner) or break it with FSAFE_LOCK_FORCE. NULL is a no-op.
+ * lost while it was held; -EPERM when called in another process than the
+ * one that acquired it (nothing removed); or another negative errno (an
+ * I/O error removing the name); a failure fills the acquire options'
+ * `error`. After such an error a link-mode lock may still be in place
+ * with this process as its owner: others then wait until this process
+ * exits (its record then names a dead owner) or break it with
+ * FSAFE_LOCK_FORCE. NULL is a no-op.
  */
 FSAFE_API int fsafe_lock_release(fsafe_lock *l);
 

@@ -789,7 +789,8 @@ static void kernel_file_at_rest_does_not_wedge_link_mode(void **state)
 		assert_int_equal(tu_count_entries(f->dir), 1);
 		assert_int_equal(take(f, FSAFE_LOCK_NO_WAIT, 0, 0, &l), 0);
 		assert_int_equal(fsafe_lock_broken(l), 0);
-		assert_int_equal(fsafe_lock_inspect(f->dirfd, "app.lock", &o), 0);
+		assert_int_equal(fsafe_lock_inspect(f->dirfd, "app.lock", &o),
+		                 0);
 		assert_false(o.kernel);
 		assert_int_equal(fsafe_lock_release(l), 0);
 		assert_int_equal(tu_count_entries(f->dir), 0);
@@ -839,7 +840,8 @@ int main(void)
 		T(malformed),
 		T(not_a_file), T(release_after_force), T(release_in_child),
 		T(orphans), T(kernel_mode), T(not_a_file_is_named),
-		T(error_detail), T(kernel_file_at_rest_does_not_wedge_link_mode),
+		T(error_detail),
+		T(kernel_file_at_rest_does_not_wedge_link_mode),
 		T(kernel_file_removed_while_held), T(io_steps_named),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

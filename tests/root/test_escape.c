@@ -560,7 +560,8 @@ static void run_case(void **state)
 		/* The step ends by naming the component, if any. */
 		char comp[NAME_MAX + 32] = "";
 		if (*c->comp)
-			snprintf(comp, sizeof(comp), " (component '%s')", c->comp);
+			snprintf(comp, sizeof(comp), " (component '%s')",
+			         c->comp);
 		size_t n = strlen(d.step), k = strlen(comp);
 		if (n < k || strcmp(d.step + n - k, comp) != 0 ||
 		    (!*c->comp && strstr(d.step, "(component '")))

@@ -21,9 +21,10 @@ int main()
 	struct fsafe_lock_opts l = FSAFE_LOCK_OPTS_INIT;
 	struct fsafe_root_opts ro = FSAFE_ROOT_OPTS_INIT;
 	static_assert(FSAFE_WRITE_OPTS_SIZE_V0 + FSAFE_BATCH_OPTS_SIZE_V0 +
-	                      FSAFE_ASYNC_OPTS_SIZE_V0 + FSAFE_LOCK_OPTS_SIZE_V0 +
-	                      FSAFE_LOCK_OWNER_SIZE_V0 + FSAFE_ROOT_OPTS_SIZE_V0 >
-	                      0,
+	                      FSAFE_ASYNC_OPTS_SIZE_V0 +
+	                      FSAFE_LOCK_OPTS_SIZE_V0 +
+	                      FSAFE_LOCK_OWNER_SIZE_V0 +
+	                      FSAFE_ROOT_OPTS_SIZE_V0 > 0,
 	              "the *_SIZE_V0 macros are constant expressions");
 	struct fsafe_spool_opts s = FSAFE_SPOOL_OPTS_INIT;
 	struct fsafe_spool_stat ss = FSAFE_SPOOL_STAT_INIT;

@@ -75,7 +75,8 @@ static void run_sizes(size_t today, size_t v0, size_t error_off, call_fn call,
 		memset(&e, 0, sizeof(e));
 		int r = call(o.b, ctx);
 		if (r != cases[i].want)
-			print_error("size %zu (today %zu, v0 %zu): %d, want %d\n",
+			print_error("size %zu (today %zu, v0 %zu): %d, "
+			            "want %d\n",
 			            cases[i].size, today, v0, r, cases[i].want);
 		assert_int_equal(r, cases[i].want);
 		if (r == -E2BIG) {
@@ -174,25 +175,29 @@ static void write_opts_sizes(void **state)
 static void batch_opts_sizes(void **state)
 {
 	run_sizes(sizeof(struct fsafe_batch_opts), FSAFE_BATCH_OPTS_SIZE_V0,
-	          offsetof(struct fsafe_batch_opts, error), call_batch, *state, NULL);
+	          offsetof(struct fsafe_batch_opts, error), call_batch, *state,
+	          NULL);
 }
 
 static void async_opts_sizes(void **state)
 {
 	run_sizes(sizeof(struct fsafe_async_opts), FSAFE_ASYNC_OPTS_SIZE_V0,
-	          offsetof(struct fsafe_async_opts, error), call_async, *state, NULL);
+	          offsetof(struct fsafe_async_opts, error), call_async, *state,
+	          NULL);
 }
 
 static void lock_opts_sizes(void **state)
 {
 	run_sizes(sizeof(struct fsafe_lock_opts), FSAFE_LOCK_OPTS_SIZE_V0,
-	          offsetof(struct fsafe_lock_opts, error), call_lock, *state, fill_lock);
+	          offsetof(struct fsafe_lock_opts, error), call_lock, *state,
+	          fill_lock);
 }
 
 static void root_opts_sizes(void **state)
 {
 	run_sizes(sizeof(struct fsafe_root_opts), FSAFE_ROOT_OPTS_SIZE_V0,
-	          offsetof(struct fsafe_root_opts, error), call_root, *state, fill_root);
+	          offsetof(struct fsafe_root_opts, error), call_root, *state,
+	          fill_root);
 }
 
 /* An out struct: filled as far as the caller's size goes, zeros past
