@@ -158,7 +158,9 @@ struct fsafe_error {
 	                      "allocate", "write", "fsync", "link", "rename",
 	                      "fsync directory", "mkdir", "resolve", "stat",
 	                      "chmod", "list xattrs", "read xattr",
-	                      "copy xattr", "hard links", "compare", ...;
+	                      "copy xattr", "hard links", "compare",
+	                      "exists (create-only)" (FSAFE_CREATE_ONLY
+	                      found the target), ...;
 	                      a target that is not a regular file is named
 	                      by its type: "not a regular file (character
 	                      device)", "... (block device)", "... (fifo)",
@@ -303,6 +305,10 @@ struct fsafe_write_opts {
 	const char *if_unchanged;
 };
 
+/* The first published layout (0.1.0): what a `size` of 0 means. */
+#define FSAFE_WRITE_OPTS_SIZE_V0 \
+	(offsetof(struct fsafe_write_opts, if_unchanged) + sizeof(const char *))
+
 #define FSAFE_WRITE_OPTS_INIT FSAFE__INIT(struct fsafe_write_opts)
 
 /*
@@ -317,7 +323,8 @@ struct fsafe_write_opts {
  * FIFO or a socket: refused before anything is staged, never written
  * through nor replaced; -EMLINK with FSAFE_NO_SPLIT_LINKS, -ESTALE with
  * if_unchanged, -EBUSY when the target is a mount point, -EINVAL for an
- * empty path or a path ending in '/', '.' or '..').
+ * empty path or a path ending in '/', '.' or '..', and for a NULL `buf`
+ * with a non-zero `len`).
  *
  * What the new file keeps of the old one, on every write path (one-shot,
  * managed writer, batch, async, root-contained): mode, owner where the
@@ -371,7 +378,8 @@ FSAFE_API int fsafe_writer_open(int dirfd, const char *path,
                                 const struct fsafe_write_opts *opts,
                                 fsafe_writer **out);
 
-/* Append bytes (partial writes and EINTR are handled). */
+/* Append bytes (partial writes and EINTR are handled); -EINVAL for a
+   NULL `buf` with a non-zero `len`. */
 FSAFE_API int fsafe_writer_write(fsafe_writer *w, const void *buf, size_t len);
 
 /*

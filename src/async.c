@@ -11,6 +11,7 @@
  * file operations, the same ones as for a synchronous write.
  */
 #define _GNU_SOURCE
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -23,7 +24,9 @@
 #endif
 
 #include "fsafe.h"
+#include "error.h"
 #include "fsafe/batch.h"
+#include "opts.h"
 #include "writer.h"
 
 #define DEFAULT_GROUP 128
@@ -39,6 +42,8 @@ struct req {
 	const void *buf;
 	size_t len;
 	struct fsafe_write_opts opts;
+	char *if_unchanged;   /* opts.if_unchanged's copy: the caller's
+	                         string need not outlive the submit */
 	void *user;
 	int result;
 };
@@ -60,7 +65,15 @@ struct fsafe_async {
 	bool started, stopping;
 	uint64_t next_id;
 	unsigned flags, max_group;
+	struct fsafe_error *error; /* the options', for submit */
 };
+
+/* A failure of a call on the engine (or of its creation), reported. */
+static int fail(struct fsafe_error *error, int r, const char *step)
+{
+	fsafe__error_set(error, r, -r, step, false);
+	return r;
+}
 
 static void q_init(struct queue *q)
 {
@@ -100,6 +113,7 @@ static struct req *q_take(struct queue *q, uint64_t id)
 static void req_free(struct req *r)
 {
 	free(r->path);
+	free(r->if_unchanged);
 	free(r);
 }
 
@@ -210,23 +224,26 @@ static void *worker(void *arg)
 
 int fsafe_async_new(const struct fsafe_async_opts *opts, fsafe_async **out)
 {
-	struct fsafe_async_opts in = { 0 };
+	struct fsafe_async_opts in;
+	int r = FSAFE__OPTS_COPY(&in, opts, FSAFE_ASYNC_OPTS_SIZE_V0);
 
+	assert(out);
 	*out = NULL;
-	if (opts) {
-		size_t n = opts->size ? opts->size : sizeof(in);
-		memcpy(&in, opts, n < sizeof(in) ? n : sizeof(in));
-	}
-	if (in.flags & ~(unsigned)FSAFE_BATCH_NO_URING)
-		return -EINVAL;
+	if (r < 0)
+		return fail(FSAFE__OPTS_ERROR(opts, struct fsafe_async_opts, r),
+		            r, "options");
+	if (in.flags & ~(unsigned)(FSAFE_BATCH_NO_URING |
+	                           FSAFE_BATCH_NO_SYNCFS))
+		return fail(in.error, -EINVAL, "options");
 	fsafe_async *a = calloc(1, sizeof(*a));
 	if (!a)
-		return -ENOMEM;
-	int r = notify_open(a->notify);
+		return fail(in.error, -ENOMEM, "allocate");
+	r = notify_open(a->notify);
 	if (r < 0) {
 		free(a);
-		return r;
+		return fail(in.error, r, "eventfd");
 	}
+	a->error = in.error;
 	pthread_mutex_init(&a->mu, NULL);
 	pthread_cond_init(&a->work, NULL);
 	pthread_condattr_t ca;
@@ -245,6 +262,7 @@ int fsafe_async_new(const struct fsafe_async_opts *opts, fsafe_async **out)
 
 int fsafe_async_fd(const fsafe_async *a)
 {
+	assert(a);
 	return a->notify[0];
 }
 
@@ -265,14 +283,16 @@ int fsafe_async_submit(fsafe_async *a, int dirfd, const char *path,
 	struct fsafe__wopts check;
 	int r = fsafe__wopts_load(&check, opts);
 
-	if (r < 0)
-		return r;
-	if (!path)
-		return -EINVAL;
+	assert(a);
+	if (r < 0 || !path || (!buf && len > 0))
+		return fail(a->error, r < 0 ? r : -EINVAL, "options");
 	struct req *q = calloc(1, sizeof(*q));
-	if (!q || !(q->path = strdup(path))) {
-		free(q);
-		return -ENOMEM;
+	if (!q || !(q->path = strdup(path)) ||
+	    (check.conditional && opts->if_unchanged &&
+	     !(q->if_unchanged = strdup(opts->if_unchanged)))) {
+		if (q)
+			req_free(q);
+		return fail(a->error, -ENOMEM, "allocate");
 	}
 	q->dirfd = dirfd;
 	q->buf = buf;
@@ -281,7 +301,8 @@ int fsafe_async_submit(fsafe_async *a, int dirfd, const char *path,
 	q->opts = (struct fsafe_write_opts){ .size = sizeof(q->opts),
 	                                     .flags = check.flags,
 	                                     .mode = check.mode,
-	                                     .error = check.error };
+	                                     .error = check.error,
+	                                     .if_unchanged = q->if_unchanged };
 	pthread_mutex_lock(&a->mu);
 	if ((r = start_worker(a)) == 0) {
 		q->id = a->next_id++;
@@ -291,8 +312,10 @@ int fsafe_async_submit(fsafe_async *a, int dirfd, const char *path,
 			*id = q->id;
 	}
 	pthread_mutex_unlock(&a->mu);
-	if (r < 0)
+	if (r < 0) {
 		req_free(q);
+		fail(a->error, r, "start worker thread");
+	}
 	return r;
 }
 
@@ -308,6 +331,7 @@ int fsafe_async_cancel(fsafe_async *a, uint64_t id)
 {
 	int r = -ENOENT;
 
+	assert(a);
 	pthread_mutex_lock(&a->mu);
 	struct req *q = q_take(&a->pending, id);
 	if (q) {
@@ -325,6 +349,7 @@ int fsafe_async_reap(fsafe_async *a, struct fsafe_async_completion *out,
 {
 	size_t n = 0;
 
+	assert(a && (out || max == 0));
 	pthread_mutex_lock(&a->mu);
 	struct req *q;
 	while (n < max && (q = q_pop(&a->finished))) {
@@ -338,10 +363,14 @@ int fsafe_async_reap(fsafe_async *a, struct fsafe_async_completion *out,
 	return (int)n;
 }
 
-static void deadline_after(struct timespec *ts, int ms)
+/* A year and more is as good as forever, and keeps tv_sec from
+   overflowing. */
+#define WAIT_MAX_MS (400ull * 24 * 3600 * 1000)
+
+static void deadline_after(struct timespec *ts, uint64_t ms)
 {
 	clock_gettime(CLOCK_MONOTONIC, ts);
-	ts->tv_sec += ms / 1000;
+	ts->tv_sec += (time_t)(ms / 1000);
 	ts->tv_nsec += (long)(ms % 1000) * 1000000;
 	if (ts->tv_nsec >= 1000000000) {
 		ts->tv_sec++;
@@ -349,20 +378,23 @@ static void deadline_after(struct timespec *ts, int ms)
 	}
 }
 
-int fsafe_async_wait(fsafe_async *a, int timeout_ms)
+int fsafe_async_wait(fsafe_async *a, uint64_t timeout_ms)
 {
 	struct timespec deadline;
+	bool forever = timeout_ms == FSAFE_FOREVER || timeout_ms > WAIT_MAX_MS;
 	int r = 0;
 
-	if (timeout_ms >= 0)
+	assert(a);
+	if (!forever)
 		deadline_after(&deadline, timeout_ms);
 	pthread_mutex_lock(&a->mu);
 	while (!a->finished.head && r == 0) {
 		if (!a->pending.head && !a->running)
 			r = -ENOENT;
-		else if (timeout_ms < 0)
+		else if (forever)
 			pthread_cond_wait(&a->done, &a->mu);
-		else if (pthread_cond_timedwait(&a->done, &a->mu, &deadline))
+		else if (timeout_ms == 0 ||
+		         pthread_cond_timedwait(&a->done, &a->mu, &deadline))
 			r = a->finished.head ? 0 : -ETIMEDOUT;
 	}
 	pthread_mutex_unlock(&a->mu);

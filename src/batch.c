@@ -9,6 +9,7 @@
  * items published into that directory as FSAFE_ENOTDURABLE.
  */
 #define _GNU_SOURCE
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,9 +19,17 @@
 #include "error.h"
 #include "fsafe.h"
 #include "fsafe/batch.h"
+#include "opts.h"
 #include "syncmany.h"
 #include "sys.h"
 #include "writer.h"
+
+/* A failure of a call on the batch (or of its creation), reported. */
+static int fail(struct fsafe_error *error, int r, const char *step)
+{
+	fsafe__error_set(error, r, -r, step, false);
+	return r;
+}
 
 /* The default window: a quarter of the descriptor limit, within these. */
 #define INFLIGHT_MIN 128
@@ -47,6 +56,7 @@ struct dir {
 
 struct fsafe_batch {
 	unsigned flags, inflight, syncfs_min;
+	struct fsafe_error *error; /* the options', for add and commit */
 	bool committed;
 	struct item *items;
 	size_t n, cap;
@@ -72,18 +82,20 @@ static unsigned default_inflight(void)
 
 int fsafe_batch_new(const struct fsafe_batch_opts *opts, fsafe_batch **out)
 {
-	struct fsafe_batch_opts in = { 0 };
+	struct fsafe_batch_opts in;
+	int r = FSAFE__OPTS_COPY(&in, opts, FSAFE_BATCH_OPTS_SIZE_V0);
 
+	assert(out);
 	*out = NULL;
-	if (opts) {
-		size_t n = opts->size ? opts->size : sizeof(in);
-		memcpy(&in, opts, n < sizeof(in) ? n : sizeof(in));
-	}
+	if (r < 0)
+		return fail(FSAFE__OPTS_ERROR(opts, struct fsafe_batch_opts, r),
+		            r, "options");
 	if (in.flags & ~(unsigned)(FSAFE_BATCH_NO_URING | FSAFE_BATCH_NO_SYNCFS))
-		return -EINVAL;
+		return fail(in.error, -EINVAL, "options");
 	fsafe_batch *b = calloc(1, sizeof(*b));
 	if (!b)
-		return -ENOMEM;
+		return fail(in.error, -ENOMEM, "allocate");
+	b->error = in.error;
 	b->flags = in.flags;
 	b->inflight = in.max_inflight ? in.max_inflight : default_inflight();
 	b->syncfs_min = in.syncfs_min ? in.syncfs_min : FSAFE_BATCH_SYNCFS_MIN;
@@ -107,9 +119,9 @@ static bool grow(void **arr, size_t *cap, size_t n, size_t size)
 static int add_item(fsafe_batch *b, const struct item *it)
 {
 	if (b->committed)
-		return -EALREADY;
+		return fail(b->error, -EALREADY, "add (already committed)");
 	if (!grow((void **)&b->items, &b->cap, b->n, sizeof(*it)))
-		return -ENOMEM;
+		return fail(b->error, -ENOMEM, "allocate");
 	b->items[b->n] = *it;
 	return (int)b->n++;
 }
@@ -122,14 +134,13 @@ int fsafe_batch_add(fsafe_batch *b, int dirfd, const char *path,
 	                   .dir = NO_DIR };
 	int r = fsafe__wopts_load(&it.o, opts);
 
-	if (r < 0)
-		return r;
-	if (!path)
-		return -EINVAL;
+	assert(b);
+	if (r < 0 || !path || (!buf && len > 0))
+		return fail(b->error, r < 0 ? r : -EINVAL, "options");
 	it.o.one_shot = true;
 	it.o.length = len;
 	if (!(it.path = strdup(path)))
-		return -ENOMEM;
+		return fail(b->error, -ENOMEM, "allocate");
 	it.error = it.o.error;
 	if ((r = add_item(b, &it)) < 0)
 		free(it.path);
@@ -138,6 +149,7 @@ int fsafe_batch_add(fsafe_batch *b, int dirfd, const char *path,
 
 int fsafe_batch_add_writer(fsafe_batch *b, fsafe_writer *w)
 {
+	assert(b && w);
 	struct item it = { .w = w, .dir = NO_DIR,
 	                   .error = fsafe__writer_error_out(w) };
 	int r = add_item(b, &it);
@@ -299,8 +311,9 @@ static void sync_dirs(fsafe_batch *b)
 
 int fsafe_batch_commit(fsafe_batch *b)
 {
+	assert(b);
 	if (b->committed)
-		return -EALREADY;
+		return fail(b->error, -EALREADY, "commit (already committed)");
 	b->committed = true;
 	for (size_t off = 0; off < b->n; off += b->inflight) {
 		size_t k = b->n - off < b->inflight ? b->n - off : b->inflight;
@@ -315,11 +328,13 @@ int fsafe_batch_commit(fsafe_batch *b)
 
 size_t fsafe_batch_count(const fsafe_batch *b)
 {
+	assert(b);
 	return b->n;
 }
 
 int fsafe_batch_result(const fsafe_batch *b, size_t i)
 {
+	assert(b);
 	if (i >= b->n)
 		return -ENOENT;
 	return b->committed ? b->items[i].result : -EAGAIN;

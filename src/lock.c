@@ -16,6 +16,7 @@
  * makes exactly one breaker win.
  */
 #define _GNU_SOURCE
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -27,13 +28,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "error.h"
 #include "fsafe/lock.h"
 #include "lockdir.h"
+#include "opts.h"
 #include "owner.h"
 #include "quarantine.h"
 #include "sys.h"
 #include "target.h"
 #include "util.h"
+#include "writer.h"
 
 #define PRIV_PREFIX ".lock-"
 #define PRIV_MAX 64
@@ -58,6 +62,7 @@ struct fsafe_lock {
 	char token[33];
 	unsigned broken;
 	char staging[PRIV_MAX]; /* "" unless its removal failed at acquire */
+	struct fsafe_error *error; /* the options', filled when release fails */
 };
 
 /* One acquisition in progress. */
@@ -74,6 +79,8 @@ struct acq {
 	unsigned broken;
 	unsigned spins;
 	uint64_t t0, backoff_ns, rng;
+	struct fsafe_error *error;
+	const char *step;       /* the first failed step, for error */
 };
 
 enum priv_kind { PRIV_NONE, PRIV_TMP, PRIV_BROKEN };
@@ -88,6 +95,51 @@ static bool same_file(const struct stat *a, const struct stat *b)
 static int lstat_at(int dirfd, const char *name, struct stat *st)
 {
 	return fsafe__fstatat(dirfd, name, st, AT_SYMLINK_NOFOLLOW);
+}
+
+/* Name the step that failed with r (the first one counts); returns r. */
+static int at(struct acq *a, int r, const char *step)
+{
+	if (r < 0 && !a->step)
+		a->step = step;
+	return r;
+}
+
+/*
+ * What holds a lock's name that is no lock file: -EISDIR for a directory,
+ * -ELOOP for a symbolic link, -EBADFD for a FIFO, socket or device, with
+ * a step that says which; 0 for a regular file (or -errno of the lstat).
+ * Asked after an open or type check failed, so that a socket's ENXIO or
+ * a FIFO's type is reported as what it is.
+ */
+static int not_a_lock(int dirfd, const char *name, const char **step)
+{
+	struct stat st, target;
+	int r = lstat_at(dirfd, name, &st);
+
+	if (r < 0 || S_ISREG(st.st_mode))
+		return r;
+	if (S_ISDIR(st.st_mode)) {
+		*step = "not a regular file (directory)";
+		return -EISDIR;
+	}
+	if (S_ISLNK(st.st_mode)) {
+		r = fsafe__fstatat(dirfd, name, &target, 0);
+		*step = r == -ENOENT ? "dangling symbolic link"
+		                     : "symbolic link";
+		return -ELOOP;
+	}
+	*step = fsafe__special_type(st.st_mode);
+	return -EBADFD;
+}
+
+/* An open or type check of the lock's name failed with r: say why. */
+static int at_name(struct acq *a, int r, const char *step)
+{
+	const char *what = NULL;
+	int t = not_a_lock(a->t.dirfd, a->t.name, &what);
+
+	return t < 0 && what ? at(a, t, what) : at(a, r, step);
 }
 
 static int do_flock(int fd, int op)
@@ -134,7 +186,7 @@ static int check_regular(int fd, struct stat *st)
 		return r;
 	if (S_ISDIR(st->st_mode))
 		return -EISDIR;
-	return S_ISREG(st->st_mode) ? 0 : -EINVAL;
+	return S_ISREG(st->st_mode) ? 0 : -EBADFD;
 }
 
 /* ---- private names: .lock-<uuid>.tmp and .lock-<uuid>.broken ---- */
@@ -182,25 +234,31 @@ static enum priv_kind priv_kind(const char *name)
 
 /* ---- options, clock, backoff ---- */
 
+/* Milliseconds as nanoseconds, saturating: a limit too large to count to
+   is no limit (and stays below INT64_MAX, for comparing with ages). */
+static uint64_t ms_to_ns(uint64_t ms)
+{
+	return ms > (uint64_t)INT64_MAX / 1000000 ? (uint64_t)INT64_MAX
+	                                          : ms * 1000000;
+}
+
 static int opts_load(struct acq *a, const struct fsafe_lock_opts *opts)
 {
-	static const size_t v1 = sizeof(struct fsafe_lock_opts);
-	struct fsafe_lock_opts in = { 0 };
+	struct fsafe_lock_opts in;
 	const unsigned known =
 		FSAFE_LOCK_NO_WAIT | FSAFE_LOCK_FORCE | FSAFE_LOCK_KERNEL;
+	int r = FSAFE__OPTS_COPY(&in, opts, FSAFE_LOCK_OPTS_SIZE_V0);
 
-	if (opts) {
-		size_t n = opts->size ? opts->size : v1;
-		if (n < offsetof(struct fsafe_lock_opts, grace_ms) + sizeof(uint64_t))
-			return -EINVAL;
-		memcpy(&in, opts, n < sizeof(in) ? n : sizeof(in));
-	}
-	if ((in.flags & ~known) || in.timeout_ms > UINT64_MAX / 1000000 ||
-	    in.grace_ms > UINT64_MAX / 1000000)
-		return -EINVAL;
+	a->error = r == 0 ? in.error
+	                  : FSAFE__OPTS_ERROR(opts, struct fsafe_lock_opts, r);
+	if (r < 0)
+		return at(a, r, "options");
+	if (in.flags & ~known)
+		return at(a, -EINVAL, "options");
 	a->flags = in.flags;
-	a->timeout_ns = in.timeout_ms * 1000000;
-	a->grace_ns = (in.grace_ms ? in.grace_ms : FSAFE_LOCK_GRACE_MS) * 1000000;
+	a->timeout_ns =
+		in.timeout_ms == FSAFE_FOREVER ? 0 : ms_to_ns(in.timeout_ms);
+	a->grace_ns = ms_to_ns(in.grace_ms ? in.grace_ms : FSAFE_LOCK_GRACE_MS);
 	return 0;
 }
 
@@ -224,10 +282,10 @@ static void seed_rng(struct acq *a)
 static int wait_turn(struct acq *a)
 {
 	if (a->flags & FSAFE_LOCK_NO_WAIT)
-		return -EWOULDBLOCK;
+		return at(a, -EWOULDBLOCK, "held by another owner");
 	uint64_t spent = fsafe__mono_ns() - a->t0;
 	if (a->timeout_ns && spent >= a->timeout_ns)
-		return -ETIMEDOUT;
+		return at(a, -ETIMEDOUT, "held by another owner");
 	/* Full jitter in the upper half keeps waiters from waking in step. */
 	uint64_t d = a->backoff_ns / 2 + next_rng(a) % (a->backoff_ns / 2 + 1);
 	if (a->timeout_ns && d > a->timeout_ns - spent)
@@ -268,9 +326,26 @@ static int malformed_verdict(struct acq *a, const struct stat *lock)
 	                                   : FSAFE_OWNER_UNKNOWN;
 }
 
+/*
+ * A kernel-mode lock file under a link-mode name. Held (someone has its
+ * OFD lock): the name is in use by the other mode, -EINVAL. At rest: it
+ * is no lock at all, so it goes like a dead one; the read lock taken here
+ * stays until fd closes, keeping kernel-mode acquirers off the inode
+ * while it is moved away.
+ */
+static int kernel_file_verdict(struct acq *a, int fd)
+{
+	int r = fsafe__ofd_lock(fd, F_RDLCK, false);
+
+	if (r == 0)
+		return FSAFE_OWNER_DEAD;
+	return at(a, -EINVAL, r == -EAGAIN ? "held in kernel mode"
+	                                   : "kernel-mode lock file");
+}
+
 /* A liveness verdict on a lock-file record, or a negative errno. */
-static int verdict(struct acq *a, const char *raw, size_t n,
-                   const struct stat *st)
+static int verdict(struct acq *a, int fd, const char *raw, size_t n,
+                   const struct stat *st, bool *at_rest)
 {
 	struct fsafe_lock_owner o;
 	int r = fsafe__owner_parse(raw, n, &o);
@@ -278,9 +353,11 @@ static int verdict(struct acq *a, const char *raw, size_t n,
 	if (r == -EPROTONOSUPPORT)
 		return FSAFE_OWNER_UNKNOWN;
 	if (r < 0)
-		return malformed_verdict(a, st);
+		return at(a, malformed_verdict(a, st),
+		          "judge malformed record");
+	*at_rest = o.kernel;
 	if (o.kernel)
-		return -EINVAL; /* a kernel-mode lock file: not ours to break */
+		return kernel_file_verdict(a, fd);
 	return (int)fsafe__owner_judge(&o, &a->self);
 }
 
@@ -315,7 +392,7 @@ static bool moved_same(struct acq *a, const char *priv, int fd,
  * then unlink it. 1: try to link again now; 0: someone holds it; <0: error.
  */
 static int break_lock(struct acq *a, int fd, const struct stat *st,
-                      const char *raw, size_t n)
+                      const char *raw, size_t n, bool at_rest)
 {
 	char priv[PRIV_MAX];
 	struct stat now;
@@ -324,18 +401,18 @@ static int break_lock(struct acq *a, int fd, const struct stat *st,
 	if (r == -EWOULDBLOCK)
 		return 0; /* its owner, alive after all, or another breaker */
 	if (r < 0 && !no_locks(r))
-		return r;
+		return at(a, r, "flock");
 	r = lstat_at(a->t.dirfd, a->t.name, &now);
 	if (r == -ENOENT || (r == 0 && !same_file(&now, st)))
 		return 1; /* already broken (and maybe taken) by someone else */
 	if (r < 0 || (r = priv_name(priv, ".broken")) < 0)
-		return r;
+		return at(a, r, "stat lock file");
 	r = fsafe__renameat(a->t.dirfd, a->t.name, a->t.dirfd, priv);
 	if (r < 0)
-		return r == -ENOENT ? 1 : r;
+		return r == -ENOENT ? 1 : at(a, r, "break lock (rename)");
 	if (moved_same(a, priv, fd, st, raw, n)) {
 		fsafe__unlinkat(a->t.dirfd, priv, 0);
-		a->broken++;
+		a->broken += !at_rest; /* a kernel file at rest held no lock */
 		return 1;
 	}
 	/* Only possible without locks: a lock taken meanwhile was moved.
@@ -349,6 +426,7 @@ static int break_lock(struct acq *a, int fd, const struct stat *st,
 static int examine(struct acq *a, char *raw)
 {
 	struct stat st;
+	bool at_rest = false;
 	int fd = open_record(a->t.dirfd, a->t.name);
 
 	if (fd == -ENOENT)
@@ -356,15 +434,21 @@ static int examine(struct acq *a, char *raw)
 	if (fd == -EACCES)
 		return 0; /* an unreadable record proves nothing */
 	if (fd < 0)
-		return fd;
+		return at_name(a, fd, "open lock file");
 	int r = check_regular(fd, &st);
-	ssize_t n = r < 0 ? r : fsafe__owner_read_raw(fd, raw);
+	if (r < 0) {
+		fsafe__close(fd);
+		return at_name(a, r, "stat lock file");
+	}
+	ssize_t n = fsafe__owner_read_raw(fd, raw);
 	if (n >= 0)
-		r = verdict(a, raw, (size_t)n, &st);
+		r = verdict(a, fd, raw, (size_t)n, &st, &at_rest);
 	else
-		r = (int)n;
+		r = at(a, (int)n, "read owner record");
 	if (r >= 0)
-		r = breakable(a, r) ? break_lock(a, fd, &st, raw, (size_t)n) : 0;
+		r = breakable(a, r)
+		            ? break_lock(a, fd, &st, raw, (size_t)n, at_rest)
+		            : 0;
 	fsafe__close(fd);
 	return r;
 }
@@ -384,18 +468,19 @@ static int stage(struct acq *a)
 	}
 	if (r < 0) {
 		a->staging[0] = '\0';
-		return r;
+		return at(a, r, "create staging file");
 	}
 	a->fd = r;
 	/* Before the first byte: a scanner that gets this lock on a stage
 	   whose record is incomplete knows its creator is dead. */
 	r = do_flock(a->fd, LOCK_EX);
 	if (r < 0 && !no_locks(r))
-		return r;
-	if ((r = fsafe__write_all(a->fd, a->rec, a->rec_len)) < 0 ||
-	    (r = fsafe__fsync(a->fd)) < 0)
-		return r;
-	return fsafe__fstat(a->fd, &a->st);
+		return at(a, r, "flock");
+	if ((r = fsafe__write_all(a->fd, a->rec, a->rec_len)) < 0)
+		return at(a, r, "write owner record");
+	if ((r = fsafe__fsync(a->fd)) < 0)
+		return at(a, r, "fsync");
+	return at(a, fsafe__fstat(a->fd, &a->st), "stat");
 }
 
 /* The record says when the lock was taken, not when we began to wait:
@@ -438,20 +523,24 @@ static int acquire_link(struct acq *a)
 	for (;;) {
 		if (a->fd < 0 && (r = stage(a)) < 0)
 			break;
-		if ((r = refresh(a)) < 0)
+		if ((r = at(a, refresh(a), "write owner record")) < 0)
 			break;
 		r = fsafe__linkat(a->t.dirfd, a->staging, a->t.dirfd, a->t.name, 0);
 		if (r == -ENOENT) { /* a scanner took a stage it could lock */
 			unstage(a);
 			continue;
 		}
-		if (r < 0 && r != -EEXIST)
+		if (r < 0 && r != -EEXIST) {
+			at(a, r, "link");
 			break;
+		}
 		r = lstat_at(a->t.dirfd, a->t.name, &st);
 		if (r == 0 && same_file(&st, &a->st))
 			break; /* ours */
-		if (r < 0 && r != -ENOENT)
+		if (r < 0 && r != -ENOENT) {
+			at(a, r, "stat lock file");
 			break;
+		}
 		r = r == -ENOENT ? 1 : examine(a, raw);
 		if (r < 0)
 			break;
@@ -478,17 +567,18 @@ static int kernel_claim(struct acq *a)
 	if (r == -ENOENT || (r == 0 && !same_file(&st, &a->st)))
 		return 1;
 	if (r < 0 || !(raw = malloc(FSAFE__OWNER_MAX + 1)))
-		return r < 0 ? r : -ENOMEM;
+		return at(a, r < 0 ? r : -ENOMEM, "stat lock file");
 	ssize_t n = fsafe__owner_read_raw(a->fd, raw);
-	r = n < 0 ? (int)n : 0;
+	r = at(a, n < 0 ? (int)n : 0, "read owner record");
 	if (n >= 0 && fsafe__owner_parse(raw, (size_t)n, &o) == 0 && !o.kernel)
-		r = -EINVAL; /* a link-mode lock lives under this name */
+		r = at(a, -EINVAL, "held in link mode");
 	free(raw);
 	if (r < 0)
 		return r;
 	if (SYS->ftruncate(a->fd, 0) < 0)
-		return -errno;
-	return fsafe__pwrite_all(a->fd, a->rec, a->rec_len, 0);
+		return at(a, -errno, "truncate");
+	return at(a, fsafe__pwrite_all(a->fd, a->rec, a->rec_len, 0),
+	          "write owner record");
 }
 
 static int acquire_kernel(struct acq *a)
@@ -502,9 +592,9 @@ static int acquire_kernel(struct acq *a)
 			                              O_NONBLOCK | O_NOCTTY,
 			                      0666);
 			if (a->fd < 0)
-				return a->fd;
+				return at_name(a, a->fd, "open lock file");
 			if ((r = check_regular(a->fd, &a->st)) < 0)
-				return r;
+				return at_name(a, r, "stat lock file");
 		}
 		r = fsafe__ofd_lock(a->fd, F_WRLCK, false);
 		if (r == 0) {
@@ -513,7 +603,9 @@ static int acquire_kernel(struct acq *a)
 			a->fd = fsafe__close(a->fd); /* replaced: lock the new one */
 			continue;
 		}
-		if (r != -EAGAIN || (r = wait_turn(a)) < 0)
+		if (r != -EAGAIN)
+			return at(a, r, "lock (OFD)");
+		if ((r = wait_turn(a)) < 0)
 			return r;
 	}
 }
@@ -646,13 +738,15 @@ static int prepare(struct acq *a, int dirfd, const char *path,
 	const char *step;
 	int r, n;
 
-	if ((r = opts_load(a, opts)) < 0 ||
-	    (r = fsafe__target_resolve(dirfd, path, false, true, false, &a->t,
-	                               &step)) < 0 ||
-	    (r = fsafe__owner_self(&a->self, a->flags & FSAFE_LOCK_KERNEL)) < 0)
+	if ((r = opts_load(a, opts)) < 0)
 		return r;
+	if ((r = fsafe__target_resolve(dirfd, path, 0, &a->t, &step)) < 0)
+		return at(a, r, step);
+	r = fsafe__owner_self(&a->self, a->flags & FSAFE_LOCK_KERNEL);
+	if (r < 0)
+		return at(a, r, "describe this process");
 	if ((n = fsafe__owner_format(&a->self, a->rec, sizeof(a->rec))) < 0)
-		return n;
+		return at(a, n, "format owner record");
 	a->rec_len = (size_t)n;
 	seed_rng(a);
 	a->backoff_ns = BACKOFF_MIN_NS;
@@ -673,6 +767,7 @@ static void hand_over(struct acq *a, fsafe_lock *l)
 	l->pid = a->self.pid;
 	memcpy(l->token, a->self.token, sizeof(l->token));
 	l->broken = a->broken;
+	l->error = a->error;
 	strcpy(l->staging, a->staging);
 	a->staging[0] = '\0';
 }
@@ -697,6 +792,7 @@ int fsafe_lock_acquire(int dirfd, const char *path,
 	fsafe_lock *l = calloc(1, sizeof(*l));
 	int r = a && l ? 0 : -ENOMEM;
 
+	assert(out);
 	*out = NULL;
 	if (r == 0) {
 		a->fd = -1;
@@ -718,6 +814,8 @@ int fsafe_lock_acquire(int dirfd, const char *path,
 		*out = l;
 		l = NULL;
 	} else if (a) {
+		fsafe__error_set(a->error, r, -r, a->step ? a->step : "lock",
+		                 false);
 		withdraw(a);
 		unstage(a);
 	}
@@ -733,16 +831,39 @@ unsigned fsafe_lock_broken(const fsafe_lock *l)
 	return l ? l->broken : 0;
 }
 
+/*
+ * A kernel-mode lock file is never removed, so one that is gone or
+ * replaced was taken away by hand: a second holder may have locked the
+ * new file meanwhile, as a link-mode lock removed by hand lets one in.
+ */
+static int kernel_still_ours(const fsafe_lock *l)
+{
+	struct stat st;
+	int r = lstat_at(l->dirfd, l->name, &st);
+
+	if (r == -ENOENT || (r == 0 && (st.st_dev != l->dev ||
+	                                st.st_ino != l->ino)))
+		return -ESTALE;
+	return r;
+}
+
 int fsafe_lock_release(fsafe_lock *l)
 {
 	int r = 0;
+	const char *step = "remove lock file";
 
 	if (!l)
 		return 0;
-	if (getpid() != l->pid)
+	if (getpid() != l->pid) {
 		r = -EPERM;
-	else if (!l->kernel)
-		r = remove_ours(l);
+		step = "release in another process than the holder";
+	} else {
+		r = l->kernel ? kernel_still_ours(l) : remove_ours(l);
+	}
+	if (r == -ESTALE)
+		step = "lock file removed or replaced while held";
+	if (r < 0)
+		fsafe__error_set(l->error, r, -r, step, false);
 	if (l->staging[0] && getpid() == l->pid)
 		fsafe__unlinkat(l->dirfd, l->staging, 0);
 	/* Closing drops the flock or OFD lock: only after the name is gone. */
@@ -810,21 +931,25 @@ int fsafe_lock_inspect(int dirfd, const char *path,
 	struct fsafe__target t;
 	struct fsafe_lock_owner o = { .size = sizeof(o) };
 	const char *step;
-	size_t want = owner->size ? owner->size : sizeof(o);
 	int r;
 
-	if (want < sizeof(size_t))
-		return -EINVAL;
-	if ((r = fsafe__target_resolve(dirfd, path, false, true, false, &t,
-	                               &step)) < 0)
+	assert(owner);
+	/* The caller's layout is checked before anything is read. */
+	if ((r = FSAFE__OPTS_COPY_OUT(owner, &o, FSAFE_LOCK_OWNER_SIZE_V0)) < 0)
+		return r;
+	if ((r = fsafe__target_resolve(dirfd, path, 0, &t, &step)) < 0)
 		return r;
 	int fd = open_record(t.dirfd, t.name);
 	r = fd < 0 ? fd : inspect_fd(fd, &o);
 	if (fd >= 0)
 		fsafe__close(fd);
+	if (r == -ENXIO || r == -EBADFD) { /* a socket's open, a FIFO's type */
+		const char *what = NULL;
+		int t2 = not_a_lock(t.dirfd, t.name, &what);
+		r = t2 < 0 && what ? t2 : r;
+	}
 	fsafe__target_close(&t);
-	o.size = want < sizeof(o) ? want : sizeof(o);
-	memcpy(owner, &o, o.size);
+	FSAFE__OPTS_COPY_OUT(owner, &o, FSAFE_LOCK_OWNER_SIZE_V0);
 	return r;
 }
 
@@ -943,17 +1068,44 @@ static int scan_lock(struct scan *s, const char *name, int fd,
 	return problem(s, name, "abandoned: its owner is dead", true);
 }
 
+/*
+ * Something that is not a directory at the quarantine's name would make
+ * every later quarantine fail: it is judged first, and repair moves it
+ * into a new quarantine of its own, as the keyed store does.
+ */
+static int scan_quarantine(struct scan *s)
+{
+	struct stat st;
+	int r = lstat_at(s->dfd, FSAFE__QUARANTINE, &st);
+
+	if (r == -ENOENT || (r == 0 && S_ISDIR(st.st_mode)))
+		return 0;
+	if (r < 0)
+		return r;
+	const char *what = S_ISREG(st.st_mode)
+	                           ? "a file where the quarantine belongs"
+	                           : type_what(st.st_mode);
+	const char *done = NULL;
+	if (s->repair &&
+	    fsafe__quarantine_reclaim(s->dfd, what, true, &s->qfd) == 0)
+		done = "moved into a new quarantine/";
+	s->found++;
+	return fsafe__damage_say(s->fn, s->arg, s->prefix, FSAFE__QUARANTINE,
+	                         what, done, 0);
+}
+
 static int scan_entry(struct scan *s, const char *name)
 {
 	struct stat st;
-	int r = lstat_at(s->dfd, name, &st);
+	int r;
 
+	if (strcmp(name, FSAFE__QUARANTINE) == 0)
+		return 0; /* scan_quarantine's */
+	r = lstat_at(s->dfd, name, &st);
 	if (r == -ENOENT)
 		return 0;
 	if (r < 0)
 		return r;
-	if (S_ISDIR(st.st_mode) && strcmp(name, FSAFE__QUARANTINE) == 0)
-		return 0;
 	if (!S_ISREG(st.st_mode))
 		return problem(s, name, type_what(st.st_mode), false);
 	int fd = open_record(s->dfd, name);
@@ -980,6 +1132,8 @@ int fsafe__lock_dir_scan(int dfd, const char *prefix, bool repair,
 	s.a = calloc(1, sizeof(*s.a));
 	s.raw = malloc(FSAFE__OWNER_MAX + 1);
 	r = s.a && s.raw ? fsafe__owner_self(&s.a->self, false) : -ENOMEM;
+	if (r == 0)
+		r = scan_quarantine(&s);
 	if (r == 0)
 		r = fsafe__dir_names(dfd, &names, &n);
 	for (size_t i = 0; r == 0 && i < n; i++)

@@ -30,6 +30,15 @@ int fsafe__opts_copy(void *out, size_t out_size, const void *in, size_t v0)
 	return 0;
 }
 
+struct fsafe_error *fsafe__opts_error(const void *in, size_t offset, int r)
+{
+	struct fsafe_error *e = NULL;
+
+	if (in && r == -E2BIG)
+		memcpy(&e, (const uint8_t *)in + offset, sizeof(e));
+	return e;
+}
+
 int fsafe__opts_copy_out(void *out, const void *in, size_t in_size, size_t v0)
 {
 	size_t n = caller_size(out, v0);

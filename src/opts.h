@@ -36,4 +36,15 @@ int fsafe__opts_copy_out(void *out, const void *in, size_t in_size, size_t v0);
 #define FSAFE__OPTS_COPY_OUT(out, in, v0) \
 	fsafe__opts_copy_out((out), (in), sizeof(*(in)), (v0))
 
+/*
+ * The `error` member (at `offset`, inside V0) of the caller's options that
+ * FSAFE__OPTS_COPY refused with -E2BIG, so that the refusal can still be
+ * reported through it (fsafe.h, "Error detail"); NULL for any other
+ * result, when the caller's struct may not reach that far.
+ */
+struct fsafe_error *fsafe__opts_error(const void *in, size_t offset, int r);
+
+#define FSAFE__OPTS_ERROR(in, type, r) \
+	fsafe__opts_error((in), offsetof(type, error), (r))
+
 #endif

@@ -86,6 +86,20 @@ int fsafe__quarantine_move(int dfd, const char *name, int qfd,
 	return fsafe__fsync(dfd);
 }
 
+int fsafe__quarantine_reclaim(int dfd, const char *why, bool sync, int *qfd)
+{
+	static const char aside[] = FSAFE__QUARANTINE ".damaged";
+	char dest[NAME_MAX + 1];
+	int r = fsafe__renameat2(dfd, FSAFE__QUARANTINE, dfd, aside,
+	                         RENAME_NOREPLACE);
+
+	if (r < 0 || (r = fsafe__quarantine_open(dfd, sync)) < 0)
+		return r;
+	*qfd = r;
+	return fsafe__quarantine_move(dfd, aside, *qfd, why, sync, dest,
+	                              sizeof(dest));
+}
+
 int fsafe__quarantine_link(int dfd, const char *name, int qfd,
                            const char *why, char *dest, size_t cap)
 {

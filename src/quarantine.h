@@ -45,4 +45,13 @@ int fsafe__quarantine_move(int dfd, const char *name, int qfd,
 int fsafe__quarantine_link(int dfd, const char *name, int qfd,
                            const char *why, char *dest, size_t cap);
 
+/*
+ * Something that is not a directory holds the quarantine's name in dfd: it
+ * goes into a new quarantine itself, with `why`. It is first renamed to
+ * "quarantine.damaged" (never replacing), so until the last step it sits
+ * at a name a later repair would quarantine in turn. 0 with the new
+ * quarantine open in *qfd, or -errno.
+ */
+int fsafe__quarantine_reclaim(int dfd, const char *why, bool sync, int *qfd);
+
 #endif

@@ -109,7 +109,8 @@ int fsafe__rpath_parse(struct fsafe__rpath *p, const char *path, size_t len,
 	if (len >= PATH_MAX)
 		return lex_fail(e, -ENAMETOOLONG, "path too long", "", 0);
 	if (path[0] == '/' && !clamp)
-		return lex_fail(e, -EXDEV, "absolute path", "/", 1);
+		return lex_fail(e, -EXDEV, "absolute path leaves the root", "/",
+		                1);
 
 	for (size_t i = 0; i < len;) {
 		size_t j = i;

@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include "fsafe/root.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@
 #include <sys/vfs.h>
 
 #include "error.h"
+#include "opts.h"
 #include "resolve.h"
 #include "sys.h"
 #include "target.h"
@@ -33,19 +35,24 @@
 
 struct fsafe_root {
 	struct fsafe__resolver res;
-	struct fsafe_error last;
-	char component[NAME_MAX + 1];
+	struct fsafe_error *error; /* the open's opts->error */
+	/* The last failure's step with the component it stopped at: what
+	   root->error->step points to, until the next call on the root. */
+	char step[NAME_MAX + 128];
 };
 
-/* What the last call on the root left for fsafe_root_last_error. */
+/* A failed call on the root: its step, and the component if any, through
+   the error the root was opened with. */
 static int note(fsafe_root *root, int r, const struct fsafe__rerr *e)
 {
-	root->last = (struct fsafe_error){
-		.code = r,
-		.sys_errno = r < 0 ? -r : 0,
-		.step = r < 0 ? e->step : NULL,
-	};
-	strcpy(root->component, r < 0 ? e->component : "");
+	if (r >= 0 || !root->error)
+		return r;
+	if (e->component[0])
+		snprintf(root->step, sizeof(root->step), "%s (component '%s')",
+		         e->step, e->component);
+	else
+		snprintf(root->step, sizeof(root->step), "%s", e->step);
+	fsafe__error_set(root->error, r, -r, root->step, false);
 	return r;
 }
 
@@ -70,35 +77,43 @@ static bool in_root_links(const fsafe_root *root)
 	return root->res.flags & FSAFE_ROOT_IN_ROOT_SYMLINKS;
 }
 
-int fsafe_root_openat(int dirfd, const char *path, unsigned flags,
-                      fsafe_root **out)
+/* A failed open: there is no root yet to keep the error. */
+static int open_fail(struct fsafe_error *error, int r, const char *step)
 {
+	fsafe__error_set(error, r, -r, step, false);
+	return r;
+}
+
+int fsafe_root_open(int dirfd, const char *path,
+                    const struct fsafe_root_opts *opts, fsafe_root **out)
+{
+	struct fsafe_root_opts in;
 	fsafe_root *root;
 	int fd, r;
 
+	assert(out);
 	*out = NULL;
-	if (flags & ~(unsigned)ROOT_FLAGS)
-		return -EINVAL;
+	r = FSAFE__OPTS_COPY(&in, opts, FSAFE_ROOT_OPTS_SIZE_V0);
+	if (r < 0)
+		in.error = FSAFE__OPTS_ERROR(opts, struct fsafe_root_opts, r);
+	if (r < 0 || (in.flags & ~(unsigned)ROOT_FLAGS))
+		return open_fail(in.error, r < 0 ? r : -EINVAL, "options");
 	if (!path || !*path)
-		return -EINVAL;
+		return open_fail(in.error, -EINVAL, "resolve");
 	if (!(root = calloc(1, sizeof(*root))))
-		return -ENOMEM;
+		return open_fail(in.error, -ENOMEM, "allocate");
 	if ((fd = fsafe__open_dir(dirfd, path)) < 0) {
 		free(root);
-		return fd;
+		return open_fail(in.error, fd, "open root");
 	}
-	if ((r = fsafe__resolver_init(&root->res, fd, flags)) < 0) {
+	if ((r = fsafe__resolver_init(&root->res, fd, in.flags)) < 0) {
 		fsafe__close(fd);
 		free(root);
-		return r;
+		return open_fail(in.error, r, "open root");
 	}
+	root->error = in.error;
 	*out = root;
 	return 0;
-}
-
-int fsafe_root_open(const char *path, unsigned flags, fsafe_root **out)
-{
-	return fsafe_root_openat(AT_FDCWD, path, flags, out);
 }
 
 void fsafe_root_close(fsafe_root *root)
@@ -107,14 +122,6 @@ void fsafe_root_close(fsafe_root *root)
 		return;
 	fsafe__close(root->res.rootfd);
 	free(root);
-}
-
-const char *fsafe_root_last_error(const fsafe_root *root,
-                                  struct fsafe_error *detail)
-{
-	if (detail)
-		*detail = root->last;
-	return root->component;
 }
 
 int fsafe_root_check_path(const char *path, size_t len)
@@ -291,20 +298,32 @@ static int root_writer_open(fsafe_root *root, const char *path,
 		const char *step = o->error ? o->error->step : "open";
 		return note_step(root, r, step ? step : "open", "");
 	}
-	return note(root, 0, &e);
+	return 0;
 }
 
 int fsafe_root_writer_open(fsafe_root *root, const char *path,
                            const struct fsafe_write_opts *opts,
                            fsafe_writer **out)
 {
+	struct fsafe_error detail = { 0 };
 	struct fsafe__wopts o;
 	int r;
 
+	assert(root && out);
 	*out = NULL;
-	if ((r = fsafe__wopts_load(&o, opts)) < 0)
+	if ((r = fsafe__wopts_load_reporting(&o, opts)) < 0)
 		return note_step(root, r, "options", "");
-	return root_writer_open(root, path, &o, out);
+	/* The writer is made from the root: without an error of its own,
+	   its later failures go to the root's. */
+	struct fsafe_error *caller = o.error;
+	o.error = &detail;
+	if ((r = root_writer_open(root, path, &o, out)) < 0) {
+		if (caller && caller != root->error)
+			*caller = detail;
+		return r;
+	}
+	fsafe__writer_set_error(*out, caller ? caller : root->error);
+	return 0;
 }
 
 int fsafe_root_write_file(fsafe_root *root, const char *path,
@@ -317,10 +336,11 @@ int fsafe_root_write_file(fsafe_root *root, const char *path,
 	fsafe_writer *w;
 	int r;
 
-	if ((r = fsafe__wopts_load(&o, opts)) < 0)
+	assert(root);
+	if ((r = fsafe__wopts_load_reporting(&o, opts)) < 0)
 		return note_step(root, r, "options", "");
-	/* Keep the writer's step for fsafe_root_last_error even when the
-	   caller passed no error detail. */
+	/* Keep the writer's step for the root's error even when the
+	   caller's write options have none. */
 	caller = o.error;
 	o.error = &detail;
 	o.one_shot = true;
@@ -328,12 +348,11 @@ int fsafe_root_write_file(fsafe_root *root, const char *path,
 	if ((r = root_writer_open(root, path, &o, &w)) < 0)
 		goto out;
 	fsafe_writer_write(w, buf, len);
-	if ((r = fsafe_writer_commit(w)) < 0) {
-		root->last = detail;
-		root->component[0] = '\0';
-	}
+	if ((r = fsafe_writer_commit(w)) < 0 && root->error)
+		*root->error = detail;
 out:
-	if (r < 0 && caller)
+	/* The root's own error, if it is the same, keeps the component. */
+	if (r < 0 && caller && caller != root->error)
 		*caller = detail;
 	return r;
 }
@@ -398,6 +417,7 @@ static int open_entry(const struct fsafe__resolver *res, int dirfd,
 
 int fsafe_root_open_read(fsafe_root *root, const char *path)
 {
+	assert(root);
 	struct fsafe__rpath *p = malloc(sizeof(*p));
 	struct fsafe__target t;
 	struct fsafe__rerr e;
@@ -426,9 +446,10 @@ int fsafe_root_open_read(fsafe_root *root, const char *path)
 /* Directories, names                                                        */
 /* ------------------------------------------------------------------------ */
 
-/* Parse `path` and resolve the directory it names. */
-static int resolve_whole_dir(fsafe_root *root, const char *path, bool mkdir,
-                             mode_t mode, bool nosync)
+/* Parse `path` and resolve the directory it names; `how` may ask for
+   FSAFE__TARGET_MKDIR (with `mode`) and FSAFE__TARGET_NOSYNC. */
+static int resolve_whole_dir(fsafe_root *root, const char *path,
+                             unsigned how, mode_t mode)
 {
 	struct fsafe__rpath *p = malloc(sizeof(*p));
 	struct fsafe__rerr e;
@@ -438,9 +459,9 @@ static int resolve_whole_dir(fsafe_root *root, const char *path, bool mkdir,
 		return note_step(root, -ENOMEM, "alloc", "");
 	r = fsafe__rpath_parse(p, path ? path : "", path ? strlen(path) : 0,
 	                       false, &e);
-	if (r == 0 && mkdir)
-		r = fsafe__resolve_dir_mkdir(&root->res, p, p->n, mode, nosync,
-		                             &e);
+	if (r == 0 && (how & FSAFE__TARGET_MKDIR))
+		r = fsafe__resolve_dir_mkdir(&root->res, p, p->n, mode,
+		                             how & FSAFE__TARGET_NOSYNC, &e);
 	else if (r == 0)
 		r = fsafe__resolve_dir(&root->res, p, p->n, &e);
 	free(p);
@@ -450,10 +471,13 @@ static int resolve_whole_dir(fsafe_root *root, const char *path, bool mkdir,
 int fsafe_root_mkdir_all(fsafe_root *root, const char *path, mode_t mode,
                          unsigned flags)
 {
+	assert(root);
 	if (mode & ~(mode_t)07777)
 		return note_step(root, -EINVAL, "options", "");
-	int fd = resolve_whole_dir(root, path, true, mode ? mode : 0777,
-	                           flags & FSAFE_ROOT_OP_NO_SYNC);
+	unsigned how = FSAFE__TARGET_MKDIR | (flags & FSAFE_ROOT_OP_NO_SYNC
+	                                              ? FSAFE__TARGET_NOSYNC
+	                                              : 0);
+	int fd = resolve_whole_dir(root, path, how, mode ? mode : 0777);
 	if (fd < 0)
 		return fd;
 	fsafe__close(fd);
@@ -469,6 +493,7 @@ static int sync_dir(fsafe_root *root, int fd, unsigned flags)
 
 int fsafe_root_unlink(fsafe_root *root, const char *path, unsigned flags)
 {
+	assert(root);
 	struct fsafe__target t;
 	struct fsafe__rerr e;
 	struct how h = { .follow = false };
@@ -517,6 +542,7 @@ static int do_rename(fsafe_root *root, struct fsafe__target *from,
 int fsafe_root_rename(fsafe_root *root, const char *from, const char *to,
                       unsigned flags)
 {
+	assert(root);
 	struct fsafe__target a, b;
 	struct fsafe__rerr e;
 	struct how h = { .follow = false };
@@ -538,9 +564,10 @@ int fsafe_root_sweep(fsafe_root *root, const char *path,
                      uint64_t older_than_ms, unsigned flags,
                      const fsafe_cancel *cancel, fsafe_sweep_result **result)
 {
+	assert(root);
 	if (result)
 		*result = NULL;
-	int fd = resolve_whole_dir(root, path, false, 0, false);
+	int fd = resolve_whole_dir(root, path, 0, 0);
 	if (fd < 0)
 		return fd;
 	int r = fsafe_sweep(fd, ".", older_than_ms, flags, cancel, result);

@@ -72,22 +72,13 @@ static int want_dir(int dfd, const char *name, struct stat *st)
  */
 static int requarantine(struct walk *w, const struct stat *st)
 {
-	static const char aside[] = FSAFE__STORE_QUARANTINE ".damaged";
-	char dest[NAME_MAX + 1];
-	int r = fsafe__renameat2(w->dfd, FSAFE__STORE_QUARANTINE, w->dfd,
-	                         aside, RENAME_NOREPLACE);
+	const char *what = type_what(st->st_mode);
+	int r = fsafe__quarantine_reclaim(w->dfd, what, true, &w->qfd);
 
-	if (r == 0)
-		w->qfd = fsafe__quarantine_open(w->dfd, true);
-	r = w->qfd < 0 ? w->qfd
-	               : fsafe__quarantine_move(w->dfd, aside, w->qfd,
-	                                        type_what(st->st_mode), true,
-	                                        dest, sizeof(dest));
 	w->found++;
 	return fsafe__damage_say(w->fn, w->arg, "", FSAFE__STORE_QUARANTINE,
-	                         type_what(st->st_mode),
-	                         r == 0 ? "moved into a new quarantine/"
-	                                : NULL, 0);
+	                         what, r == 0 ? "moved into a new quarantine/"
+	                                      : NULL, 0);
 }
 
 static int check_quarantine(struct walk *w)

@@ -13,6 +13,7 @@
  * age 0, that fsafe_symlinkat starts again when its stage is taken.
  */
 #define _GNU_SOURCE
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -32,12 +33,14 @@ struct fsafe_cancel {
 
 int fsafe_cancel_new(fsafe_cancel **out)
 {
+	assert(out);
 	*out = calloc(1, sizeof(**out));
 	return *out ? 0 : -ENOMEM;
 }
 
 void fsafe_cancel_request(fsafe_cancel *c)
 {
+	assert(c);
 	atomic_store(&c->requested, 1);
 }
 

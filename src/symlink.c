@@ -32,10 +32,10 @@ static int replace_once(const char *target, int dirfd, const char *linkpath,
 	struct fsafe__target t;
 	const char *step = "resolve";
 	fsafe_writer *w;
-	int r = fsafe__target_resolve_borrowing(dirfd, linkpath,
-	                                        o->flags & FSAFE_MKDIR,
-	                                        o->flags & FSAFE_NO_SYNC, false,
-	                                        &t, &step);
+	unsigned how = FSAFE__TARGET_BORROW |
+	               (o->flags & FSAFE_MKDIR ? FSAFE__TARGET_MKDIR : 0) |
+	               (o->flags & FSAFE_NO_SYNC ? FSAFE__TARGET_NOSYNC : 0);
+	int r = fsafe__target_resolve(dirfd, linkpath, how, &t, &step);
 
 	if (r < 0) {
 		fsafe__error_set(o->error, r, -r, step, false);

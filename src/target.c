@@ -94,10 +94,8 @@ int fsafe__target_follow(struct fsafe__target *t, const char **step)
 	}
 }
 
-/* Both resolvers: `borrow` lets a one-component path use dirfd itself. */
-static int resolve(int dirfd, const char *path, bool mkdir, bool nosync,
-                   bool follow, bool borrow, struct fsafe__target *t,
-                   const char **step)
+int fsafe__target_resolve(int dirfd, const char *path, unsigned how,
+                          struct fsafe__target *t, const char **step)
 {
 	char dir[PATH_MAX];
 	int r;
@@ -115,11 +113,12 @@ static int resolve(int dirfd, const char *path, bool mkdir, bool nosync,
 		return r;
 	strcpy(t->name, base);
 
-	if (borrow && dirfd >= 0 && base == path) {
+	if ((how & FSAFE__TARGET_BORROW) && dirfd >= 0 && base == path) {
 		t->dirfd = dirfd;
 		t->borrowed = true;
-	} else if (mkdir) {
-		r = fsafe__mkdir_p(dirfd, dir, 0777, !nosync, &t->dirfd, step);
+	} else if (how & FSAFE__TARGET_MKDIR) {
+		bool sync = !(how & FSAFE__TARGET_NOSYNC);
+		r = fsafe__mkdir_p(dirfd, dir, 0777, sync, &t->dirfd, step);
 		if (r < 0)
 			t->dirfd = r;
 	} else if ((t->dirfd = fsafe__open_dir(dirfd, dir)) < 0) {
@@ -128,25 +127,11 @@ static int resolve(int dirfd, const char *path, bool mkdir, bool nosync,
 	if (t->dirfd < 0)
 		return t->dirfd;
 
-	r = follow ? fsafe__target_follow(t, step) : fsafe__target_stat(t, step);
+	r = how & FSAFE__TARGET_FOLLOW ? fsafe__target_follow(t, step)
+	                               : fsafe__target_stat(t, step);
 	if (r < 0)
 		fsafe__target_close(t);
 	return r < 0 ? r : 0;
-}
-
-int fsafe__target_resolve(int dirfd, const char *path, bool mkdir,
-                          bool nosync, bool follow, struct fsafe__target *t,
-                          const char **step)
-{
-	return resolve(dirfd, path, mkdir, nosync, follow, false, t, step);
-}
-
-int fsafe__target_resolve_borrowing(int dirfd, const char *path, bool mkdir,
-                                    bool nosync, bool follow,
-                                    struct fsafe__target *t,
-                                    const char **step)
-{
-	return resolve(dirfd, path, mkdir, nosync, follow, true, t, step);
 }
 
 int fsafe__target_sync_dir(const struct fsafe__target *t)

@@ -21,27 +21,27 @@ struct fsafe__target {
 /* Check a base name: not empty, not "." or "..", no '/', <= NAME_MAX. */
 int fsafe__check_name(const char *name);
 
-/*
- * Resolve `path` relative to `dirfd`. With `mkdir`, missing parents are
- * created (and made durable unless `nosync`). With `follow`, a symbolic
- * link at the target is followed (up to 40 links) to the file it names.
- * On failure *step names what failed.
- */
-int fsafe__target_resolve(int dirfd, const char *path, bool mkdir,
-                          bool nosync, bool follow, struct fsafe__target *t,
-                          const char **step);
+/* How fsafe__target_resolve() goes about it. */
+enum {
+	/* Create missing parents, each made durable... */
+	FSAFE__TARGET_MKDIR = 1u << 0,
+	/* ...or not. */
+	FSAFE__TARGET_NOSYNC = 1u << 1,
+	/* Follow a symbolic link at the target (up to 40 links) to the file
+	   it names. */
+	FSAFE__TARGET_FOLLOW = 1u << 2,
+	/* For a target used only while the caller's call lasts: a path of one
+	   component uses the caller's `dirfd` itself (held open for the call)
+	   instead of a descriptor of our own, two system calls less. It may
+	   be an O_PATH descriptor, which cannot be synced:
+	   fsafe__target_sync_dir() copes. */
+	FSAFE__TARGET_BORROW = 1u << 3,
+};
 
-/*
- * As fsafe__target_resolve, for a target used only while the caller's
- * call lasts: a path of one component then uses the caller's `dirfd`
- * itself (it is held open for the call) instead of a descriptor of our
- * own, two system calls less. It may be an O_PATH descriptor, which
- * cannot be synced: fsafe__target_sync_dir() copes.
- */
-int fsafe__target_resolve_borrowing(int dirfd, const char *path, bool mkdir,
-                                    bool nosync, bool follow,
-                                    struct fsafe__target *t,
-                                    const char **step);
+/* Resolve `path` relative to `dirfd`, as FSAFE__TARGET_* `how` says. On
+   failure *step names what failed. */
+int fsafe__target_resolve(int dirfd, const char *path, unsigned how,
+                          struct fsafe__target *t, const char **step);
 
 /* fsync of the target's directory, also through a borrowed O_PATH fd. */
 int fsafe__target_sync_dir(const struct fsafe__target *t);

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "token.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -72,11 +73,12 @@ int fsafe_token_get(int dirfd, const char *path, unsigned flags,
 	const char *step;
 	int r;
 
+	assert(out);
 	if (flags & ~(unsigned)FSAFE_NO_FOLLOW)
 		return -EINVAL;
-	r = fsafe__target_resolve_borrowing(dirfd, path, false, true,
-	                                    !(flags & FSAFE_NO_FOLLOW), &tg,
-	                                    &step);
+	unsigned how = FSAFE__TARGET_BORROW |
+	               (flags & FSAFE_NO_FOLLOW ? 0 : FSAFE__TARGET_FOLLOW);
+	r = fsafe__target_resolve(dirfd, path, how, &tg, &step);
 	if (r < 0)
 		return r;
 	bool exists = tg.exists;

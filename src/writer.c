@@ -23,6 +23,7 @@
 #define _GNU_SOURCE
 #include "writer.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -33,6 +34,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "opts.h"
 #include "staging.h"
 #include "sys.h"
 #include "xattr.h"
@@ -79,16 +81,11 @@ struct fsafe_writer {
 int fsafe__wopts_load(struct fsafe__wopts *o,
                       const struct fsafe_write_opts *opts)
 {
-	/* The first published layout; a size of 0 means it. */
-	static const size_t v1 = offsetof(struct fsafe_write_opts, if_unchanged);
-	struct fsafe_write_opts in = { 0 };
+	struct fsafe_write_opts in;
+	int r = FSAFE__OPTS_COPY(&in, opts, FSAFE_WRITE_OPTS_SIZE_V0);
 
-	if (opts) {
-		size_t n = opts->size ? opts->size : v1;
-		if (n < offsetof(struct fsafe_write_opts, error) + sizeof(void *))
-			return -EINVAL;
-		memcpy(&in, opts, n < sizeof(in) ? n : sizeof(in));
-	}
+	if (r < 0)
+		return r;
 	if (in.flags & ~FSAFE__WRITE_FLAGS)
 		return -EINVAL;
 	o->flags = in.flags;
@@ -258,8 +255,7 @@ static int inherit_metadata(fsafe_writer *w, const struct stat *target)
 	return 0;
 }
 
-/* The detail for a target we never replace nor write through. */
-static const char *special_type(mode_t mode)
+const char *fsafe__special_type(mode_t mode)
 {
 	switch (mode & S_IFMT) {
 	case S_IFCHR: return "not a regular file (character device)";
@@ -279,13 +275,13 @@ static int check_target(fsafe_writer *w)
 
 	if (!w->t.exists) /* st is not filled in */
 		return w->conditional ? fail(w, -ESTALE, "compare") : 0;
-	special = special_type(st->st_mode);
+	special = fsafe__special_type(st->st_mode);
 	if (S_ISDIR(st->st_mode))
 		return fail(w, -EISDIR, "stat");
 	if (special)
 		return fail(w, -EBADFD, special);
 	if (w->flags & FSAFE_CREATE_ONLY)
-		return fail(w, -EEXIST, "stat");
+		return fail(w, -EEXIST, FSAFE__STEP_EXISTS);
 	if ((w->flags & FSAFE_NO_SPLIT_LINKS) && S_ISREG(st->st_mode) &&
 	    st->st_nlink > 1)
 		return fail(w, -EMLINK, "hard links");
@@ -409,10 +405,11 @@ int fsafe__writer_open(int dirfd, const char *path,
 	struct fsafe__target t;
 	const char *step = "resolve";
 	unsigned f = o->flags;
-	int r = (o->borrow_dirfd ? fsafe__target_resolve_borrowing
-	                         : fsafe__target_resolve)(
-		dirfd, path, f & FSAFE_MKDIR, f & FSAFE_NO_SYNC,
-		!(f & FSAFE_NO_FOLLOW), &t, &step);
+	unsigned how = (f & FSAFE_MKDIR ? FSAFE__TARGET_MKDIR : 0) |
+	               (f & FSAFE_NO_SYNC ? FSAFE__TARGET_NOSYNC : 0) |
+	               (f & FSAFE_NO_FOLLOW ? 0 : FSAFE__TARGET_FOLLOW) |
+	               (o->borrow_dirfd ? FSAFE__TARGET_BORROW : 0);
+	int r = fsafe__target_resolve(dirfd, path, how, &t, &step);
 
 	*out = NULL;
 	if (r < 0) {
@@ -443,6 +440,7 @@ int fsafe_writer_open(int dirfd, const char *path,
 	struct fsafe__wopts o;
 	int r = fsafe__wopts_load_reporting(&o, opts);
 
+	assert(out);
 	*out = NULL;
 	if (r < 0)
 		return r;
@@ -451,14 +449,18 @@ int fsafe_writer_open(int dirfd, const char *path,
 
 int fsafe_writer_write(fsafe_writer *w, const void *buf, size_t len)
 {
+	assert(w);
 	if (w->err)
 		return w->err;
+	if (!buf && len > 0)
+		return fail(w, -EINVAL, "write (NULL buffer)");
 	int r = fsafe__write_all(w->fd, buf, len);
 	return r < 0 ? fail(w, r, "write") : 0;
 }
 
 int fsafe_writer_fd(const fsafe_writer *w)
 {
+	assert(w);
 	return w->fd;
 }
 
@@ -589,8 +591,10 @@ int fsafe__writer_publish(fsafe_writer *w)
 	if (w->err)
 		return w->err;
 	if (create_only) {
+		/* A target that appeared since the check: the same refusal. */
 		if ((r = publish_noreplace(w)) < 0)
-			return fail(w, r, "link");
+			return fail(w, r,
+			            r == -EEXIST ? FSAFE__STEP_EXISTS : "link");
 	} else if ((r = publish_replace(w)) < 0) {
 		return r;
 	}
@@ -643,6 +647,11 @@ struct fsafe_error *fsafe__writer_error_out(const fsafe_writer *w)
 	return w->error;
 }
 
+void fsafe__writer_set_error(fsafe_writer *w, struct fsafe_error *error)
+{
+	w->error = error;
+}
+
 int fsafe__writer_finish(fsafe_writer *w)
 {
 	if (w->err)
@@ -653,6 +662,7 @@ int fsafe__writer_finish(fsafe_writer *w)
 
 int fsafe_writer_commit(fsafe_writer *w)
 {
+	assert(w);
 	fsafe__writer_sync_data(w);
 	fsafe__writer_publish(w);
 	fsafe__writer_sync_dir(w);

@@ -10,6 +10,14 @@
 #include "target.h"
 #include "token.h"
 
+/* The step of a create-only write that found its target. */
+#define FSAFE__STEP_EXISTS "exists (create-only)"
+
+/* The step naming a file we never replace, open nor write through: "not
+   a regular file (fifo)", "... (socket)", "... (character device)", "...
+   (block device)"; NULL for a regular file, a directory or a link. */
+const char *fsafe__special_type(mode_t mode);
+
 /* Options normalised from any layout of struct fsafe_write_opts. */
 struct fsafe__wopts {
 	unsigned flags;
@@ -81,5 +89,7 @@ int fsafe__writer_dir_fd(const fsafe_writer *w);
 bool fsafe__writer_needs_dir_sync(const fsafe_writer *w);
 /* The caller's error detail, to fill in after a deferred sync fails. */
 struct fsafe_error *fsafe__writer_error_out(const fsafe_writer *w);
+/* Where the writer's later failures are reported from now on. */
+void fsafe__writer_set_error(fsafe_writer *w, struct fsafe_error *error);
 
 #endif

@@ -140,7 +140,7 @@ static void explain(const struct args *a, int r)
 	char label[PATH_MAX + 8];
 
 	if (r != -ELOOP && r != -ENOTDIR && r != -EISDIR && r != -EINVAL &&
-	    r != -EBADMSG)
+	    r != -EBADFD && r != -EBADMSG)
 		return;
 	snprintf(label, sizeof(label), "store %s", a->dir);
 	fsafe_store_check(AT_FDCWD, a->dir, cli_damage_warn, label);

@@ -107,24 +107,23 @@ static void print_names(const char *dir, const fsafe_sweep_result *res,
 /* Sweeps one DIR (beneath `root` if not NULL); false if it failed (after
    a message, which names the refused component of a contained DIR). */
 static bool sweep_dir(const char *dir, const struct sweep_args *a,
-                      fsafe_root *root, const fsafe_cancel *cancel)
+                      fsafe_root *root, const struct fsafe_error *e,
+                      const fsafe_cancel *cancel)
 {
 	fsafe_sweep_result *res = NULL;
 	int r = root ? fsafe_root_sweep(root, dir, a->older_than_ms, a->flags,
 	                                cancel, &res)
 	             : fsafe_sweep(AT_FDCWD, dir, a->older_than_ms, a->flags,
 	                           cancel, &res);
-	struct fsafe_error e;
-	const char *comp = root ? fsafe_root_last_error(root, &e) : "";
 
 	/* Whatever went is listed, even when the sweep stopped half-way. */
 	print_names(dir, res, a->sep);
 	fsafe_sweep_result_free(res);
 	if (r >= 0 || r == -ECANCELED)
 		return true;
-	if (*comp)
-		cli_warn("sweep %s: %s: '%s' (beneath %s): %s", dir, e.step,
-		         comp, a->root, fsafe_strerror(r));
+	if (root && e->step)
+		cli_warn("sweep %s: %s (beneath %s): %s", dir, e->step,
+		         a->root, fsafe_strerror(r));
 	else
 		cli_warn("sweep %s: %s", dir, fsafe_strerror(r));
 	return false;
@@ -137,7 +136,11 @@ static int run(int argc, char **argv, const struct sweep_args *a)
 	bool ok = true;
 	int r;
 
-	if (a->root && (r = fsafe_root_open(a->root, 0, &root)) < 0) {
+	struct fsafe_error e = { 0 };
+	struct fsafe_root_opts ro = { .size = sizeof(ro), .error = &e };
+
+	if (a->root &&
+	    (r = fsafe_root_open(AT_FDCWD, a->root, &ro, &root)) < 0) {
 		cli_warn("sweep: --root %s: %s", a->root, fsafe_strerror(r));
 		return CLI_FAIL;
 	}
@@ -149,7 +152,7 @@ static int run(int argc, char **argv, const struct sweep_args *a)
 		return CLI_FAIL;
 	}
 	for (int i = optind; i < argc && !cli_signal_caught(); i++)
-		ok &= sweep_dir(argv[i], a, root, cancel);
+		ok &= sweep_dir(argv[i], a, root, &e, cancel);
 	/* A reader that went away (SIGPIPE) ends us quietly, like any
 	   filter; the listing is flushed first so nothing removed goes
 	   unreported. */

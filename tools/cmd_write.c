@@ -213,7 +213,9 @@ static int open_root_writer(const struct write_args *a,
                             const struct fsafe_error *e, fsafe_writer **w)
 {
 	fsafe_root *root;
-	int r = fsafe_root_open(a->root, 0, &root);
+	struct fsafe_error re = { 0 };
+	struct fsafe_root_opts ro = { .size = sizeof(ro), .error = &re };
+	int r = fsafe_root_open(AT_FDCWD, a->root, &ro, &root);
 
 	if (r < 0) {
 		cli_warn("write %s: --root %s: %s; nothing written", a->file,
@@ -221,11 +223,10 @@ static int open_root_writer(const struct write_args *a,
 		return CLI_FAIL;
 	}
 	r = fsafe_root_writer_open(root, a->file, &a->opts, w);
-	const char *comp = fsafe_root_last_error(root, NULL);
-	if (r < 0 && *comp)
-		cli_warn("write %s: %s: '%s' (beneath %s): %s; %s unchanged",
-		         a->file, e->step, comp, a->root, fsafe_strerror(r),
-		         a->file);
+	/* The root's own error names the refused component. */
+	if (r < 0 && re.step && strstr(re.step, "(component '"))
+		cli_warn("write %s: %s (beneath %s): %s; %s unchanged",
+		         a->file, re.step, a->root, fsafe_strerror(r), a->file);
 	else if (r < 0)
 		report(a->file, r, e, a->opts.flags);
 	fsafe_root_close(root);

@@ -48,7 +48,17 @@ struct fsafe_batch_opts {
 	   of the soft RLIMIT_NOFILE at fsafe_batch_new(), within 128..1024. */
 	unsigned max_inflight;
 	unsigned syncfs_min;   /* 0: FSAFE_BATCH_SYNCFS_MIN */
+	/* Optional: filled when fsafe_batch_new() fails, and kept by the
+	   batch for fsafe_batch_add(), fsafe_batch_add_writer() and
+	   fsafe_batch_commit() when they fail (an item's own failure goes
+	   to that item's write options). */
+	struct fsafe_error *error;
 };
+
+/* The first published layout (0.1.0): what a `size` of 0 means. */
+#define FSAFE_BATCH_OPTS_SIZE_V0 \
+	(offsetof(struct fsafe_batch_opts, error) + \
+	 sizeof(struct fsafe_error *))
 
 #define FSAFE_BATCH_OPTS_INIT FSAFE__INIT(struct fsafe_batch_opts)
 
@@ -60,7 +70,7 @@ FSAFE_API int fsafe_batch_new(const struct fsafe_batch_opts *opts,
  * buffer is not copied: it must stay valid until fsafe_batch_commit()
  * returns. `opts` is read now (NULL for defaults); its `error`, if set,
  * is filled in at commit. Returns the item's index (>= 0) or a negative
- * errno.
+ * errno (-EINVAL for a NULL path, or a NULL buf with a non-zero len).
  */
 FSAFE_API int fsafe_batch_add(fsafe_batch *b, int dirfd, const char *path,
                               const void *buf, size_t len,
@@ -93,9 +103,20 @@ typedef struct fsafe_async fsafe_async;
 
 struct fsafe_async_opts {
 	size_t size;         /* sizeof(struct fsafe_async_opts), or 0 */
-	unsigned flags;      /* FSAFE_BATCH_* (applies to each group commit) */
+	unsigned flags;      /* FSAFE_BATCH_NO_URING, FSAFE_BATCH_NO_SYNCFS
+	                        (each applies to every group commit) */
 	unsigned max_group;  /* writes committed together at most; 0: 128 */
+	/* Optional: filled when fsafe_async_new() fails, and kept by the
+	   engine for fsafe_async_submit() when it fails (a write's own
+	   failure is its completion's result, and goes to its write
+	   options' error). */
+	struct fsafe_error *error;
 };
+
+/* The first published layout (0.1.0): what a `size` of 0 means. */
+#define FSAFE_ASYNC_OPTS_SIZE_V0 \
+	(offsetof(struct fsafe_async_opts, error) + \
+	 sizeof(struct fsafe_error *))
 
 #define FSAFE_ASYNC_OPTS_INIT FSAFE__INIT(struct fsafe_async_opts)
 
@@ -117,8 +138,10 @@ FSAFE_API int fsafe_async_fd(const fsafe_async *a);
 
 /*
  * Queue a write and return at once. `buf` must stay valid until the write's
- * completion is reaped. Writes queued together are group-committed. `*id`
- * (if not NULL) receives the write's id. Returns 0 or a negative errno.
+ * completion is reaped; `opts` (its if_unchanged token included) is read
+ * now. Writes queued together are group-committed. `*id`
+ * (if not NULL) receives the write's id. Returns 0 or a negative errno
+ * (-EINVAL for a NULL path, or a NULL buf with a non-zero len).
  */
 FSAFE_API int fsafe_async_submit(fsafe_async *a, int dirfd, const char *path,
                                  const void *buf, size_t len,
@@ -139,10 +162,11 @@ FSAFE_API int fsafe_async_reap(fsafe_async *a,
 
 /*
  * Block until at least one completion is ready or `timeout_ms` passes
- * (-1: forever). Returns 0 when one is ready, -ETIMEDOUT, or -ENOENT when
- * nothing is pending at all.
+ * (FSAFE_FOREVER: without limit; 0: do not wait, only look). Returns 0
+ * when one is ready, -ETIMEDOUT, or -ENOENT when nothing is pending at
+ * all.
  */
-FSAFE_API int fsafe_async_wait(fsafe_async *a, int timeout_ms);
+FSAFE_API int fsafe_async_wait(fsafe_async *a, uint64_t timeout_ms);
 
 /* Waits for writes in progress, cancels queued ones, frees everything. */
 FSAFE_API void fsafe_async_free(fsafe_async *a);

@@ -25,7 +25,17 @@
  * instant its holder dies, so no judgement is ever needed, but it is only
  * as good as the filesystem's byte-range locks: pick it for local
  * filesystems, and link mode for NFS or when the lock must be understood
- * from other hosts.
+ * from other hosts. Releasing such a lock checks that the name still is
+ * the file locked: a lock file deleted or replaced while held (which lets
+ * a second holder in) is -ESTALE, as for link mode.
+ *
+ * The two modes share the lock's name. While one mode holds it, an
+ * acquirer of the other gets -EINVAL. A kernel-mode lock file at rest
+ * (its last holder released it; nobody holds its OFD lock) is no lock: a
+ * link-mode acquirer removes it, under a read lock that keeps kernel-mode
+ * acquirers off it meanwhile, and takes the name (this is not counted by
+ * fsafe_lock_broken). A link-mode lock is never at rest: its file exists
+ * only while held, or after its holder died.
  *
  * A lock is held by the process that acquired it (the record names it).
  * Release it in that process; a child after fork() must not.
@@ -62,15 +72,34 @@ enum {
 struct fsafe_lock_opts {
 	size_t size;          /* sizeof(struct fsafe_lock_opts), or 0 */
 	unsigned flags;       /* FSAFE_LOCK_* */
-	/* Give up after this long with -ETIMEDOUT; 0 waits without limit.
-	   Waiting sleeps with exponential backoff and jitter. */
+	/* Give up after this long with -ETIMEDOUT. 0 (the default) and
+	   FSAFE_FOREVER wait without limit, and so does any value too large
+	   to count to; not waiting at all is FSAFE_LOCK_NO_WAIT. Waiting
+	   sleeps with exponential backoff and jitter. */
 	uint64_t timeout_ms;
 	/* A lock file whose record is malformed (empty, truncated, garbage)
 	   is broken once it is this old, measured on the filesystem's own
 	   clock (its mtime/ctime against a fresh write of ours), never the
 	   local wall clock. 0 means FSAFE_LOCK_GRACE_MS. */
 	uint64_t grace_ms;
+	/* Optional: filled when fsafe_lock_acquire() fails, and kept by the
+	   handle for fsafe_lock_release(). The steps: "options", "resolve",
+	   "open lock file", "stat lock file", "read owner record", "link",
+	   "create staging file", "write owner record", "fsync", "flock",
+	   "lock (OFD)", "break lock (rename)", "held by another owner"
+	   (-EWOULDBLOCK, -ETIMEDOUT), "held in kernel mode" / "held in link
+	   mode" (-EINVAL), what is at the name instead of a lock file ("not
+	   a regular file (directory)", "... (fifo)", "... (socket)", "...
+	   (character device)", "symbolic link", "dangling symbolic link");
+	   at release "lock file removed or replaced while held" (-ESTALE),
+	   "release in another process than the holder" (-EPERM), "remove
+	   lock file". */
+	struct fsafe_error *error;
 };
+
+/* The first published layout (0.1.0): what a `size` of 0 means. */
+#define FSAFE_LOCK_OPTS_SIZE_V0 \
+	(offsetof(struct fsafe_lock_opts, error) + sizeof(struct fsafe_error *))
 
 #define FSAFE_LOCK_OPTS_INIT FSAFE__INIT(struct fsafe_lock_opts)
 
@@ -100,14 +129,22 @@ struct fsafe_lock_owner {
 	enum fsafe_lock_liveness liveness;
 };
 
+/* The first published layout (0.1.0): what a `size` of 0 means. */
+#define FSAFE_LOCK_OWNER_SIZE_V0 \
+	(offsetof(struct fsafe_lock_owner, liveness) + \
+	 sizeof(enum fsafe_lock_liveness))
+
 /*
  * Acquire the lock `path` (relative to `dirfd`; its directory must exist).
  * `opts` may be NULL: wait without limit, link mode.
  *
  * Returns 0 and a handle in *out; -EWOULDBLOCK (FSAFE_LOCK_NO_WAIT) or
  * -ETIMEDOUT when a live or unjudgeable owner holds it; -EINVAL when the
- * name is in use by the other mode; -ELOOP / -EISDIR / -EINVAL when the
- * lock name is a symbolic link, a directory or another non-regular file;
+ * name is held in the other mode, or for bad options; -ELOOP when the
+ * lock name is a symbolic link (dangling or not: never followed),
+ * -EISDIR a directory, -EBADFD a FIFO, a socket or a device (never
+ * opened in a way that blocks; a socket is not reported as the -ENXIO
+ * its open gives), each with a step naming it in opts->error;
  * -EPERM or -EOPNOTSUPP from link() on a filesystem without hard links
  * (use kernel mode there); or another negative errno.
  */
@@ -121,13 +158,15 @@ FSAFE_API unsigned fsafe_lock_broken(const fsafe_lock *l);
 /*
  * Release and free the handle (whatever the result). Removes the lock only
  * if it is still ours (same inode and token). Returns 0; -ESTALE if it was
- * no longer ours (force-broken by someone, or removed by hand) - mutual
- * exclusion may have been lost while it was held; -EPERM when called in
- * another process than the one that acquired it (nothing removed); or
- * another negative errno (an I/O error removing the name). After such an
- * error a link-mode lock may still be in place with this process as its
- * owner: others then wait until this process exits (its record then names
- * a dead owner) or break it with FSAFE_LOCK_FORCE. NULL is a no-op.
+ * no longer ours (force-broken by someone, or removed by hand; in kernel
+ * mode: its file deleted or replaced) - mutual exclusion may have been
+ * lost while it was held; -EPERM when called in another process than the
+ * one that acquired it (nothing removed); or another negative errno (an
+ * I/O error removing the name); a failure fills the acquire options'
+ * `error`. After such an error a link-mode lock may still be in place
+ * with this process as its owner: others then wait until this process
+ * exits (its record then names a dead owner) or break it with
+ * FSAFE_LOCK_FORCE. NULL is a no-op.
  */
 FSAFE_API int fsafe_lock_release(fsafe_lock *l);
 
@@ -136,7 +175,9 @@ FSAFE_API int fsafe_lock_release(fsafe_lock *l);
  * owner->liveness. Returns 0 (held, or left behind by a dead owner);
  * -ENOENT when the lock is not held; -EBADMSG when the record is malformed
  * (empty, truncated, garbage, over 4 KiB); -EPROTONOSUPPORT for a record
- * version this library does not know (owner->version is set); or another
+ * version this library does not know (owner->version is set); -ELOOP,
+ * -EISDIR, -EBADFD as for fsafe_lock_acquire() for what is no lock file;
+ * -EINVAL when owner->size is below FSAFE_LOCK_OWNER_SIZE_V0; or another
  * negative errno.
  */
 FSAFE_API int fsafe_lock_inspect(int dirfd, const char *path,

@@ -36,9 +36,19 @@
  *   in both policies (-ELOOP); the portable walk refuses every symbolic link
  *   on procfs.
  *
- * Errors. An attempt to leave the root returns -EXDEV; a link refused by
- * policy returns -ELOOP. fsafe_root_last_error() then names the step and
- * the offending component. Other errors are those of the system calls.
+ * Errors. An attempt to leave the root returns -EXDEV, whose step says so:
+ * "'..' leaves the root", "absolute path leaves the root", or (with
+ * FSAFE_ROOT_NO_XDEV) "mount point refused"; a link refused by policy
+ * returns -ELOOP ("symbolic link refused", "magic link refused", "too many
+ * symbolic links"). Other errors are those of the system calls. The
+ * detail goes through the one door of fsafe.h: the `error` of the
+ * fsafe_root_opts the root was opened with is filled by every failing
+ * call on the root, and by the later calls of a writer made from it whose
+ * own write options name no `error`. A step about a component names it,
+ * as in "symbolic link refused (component 'l')"; that text belongs to the
+ * root and lives until the next call on it or fsafe_root_close(). The
+ * `error` of a call's own write options gets the same code and the bare
+ * step (a static string).
  *
  * Known limits:
  *   - A hard link that already exists inside the root to a file outside it
@@ -50,7 +60,7 @@
  *     (write access to both) can move a directory away while a call holds
  *     it; that is beyond what a path can do and beyond this module.
  *
- * A root handle may be used from one thread at a time (its last error is
+ * A root handle may be used from one thread at a time (its error detail is
  * per handle); distinct handles on the same directory are independent.
  */
 #ifndef FSAFE_ROOT_H
@@ -76,30 +86,32 @@ enum {
 	FSAFE_ROOT_NO_OPENAT2 = 1u << 2,
 };
 
+struct fsafe_root_opts {
+	size_t size;               /* sizeof(struct fsafe_root_opts), or 0 */
+	unsigned flags;            /* FSAFE_ROOT_* above; 0: strict links */
+	/* Optional: filled when the open fails, and kept by the root for
+	   every later call on it (see "Errors" above). */
+	struct fsafe_error *error;
+};
+
+/* The first published layout (0.1.0): what a `size` of 0 means. */
+#define FSAFE_ROOT_OPTS_SIZE_V0 \
+	(offsetof(struct fsafe_root_opts, error) + sizeof(struct fsafe_error *))
+
+#define FSAFE_ROOT_OPTS_INIT FSAFE__INIT(struct fsafe_root_opts)
+
 /*
  * Open `path` (relative to `dirfd`, resolved normally: the root itself is
- * trusted) as a root. Returns 0 and *out, or a negative errno (-ENOTDIR,
- * -EINVAL for unknown flags, ...).
+ * trusted) as a root. `opts` may be NULL for the defaults. Returns 0 and
+ * *out, or a negative errno (-ENOTDIR, -EINVAL for an empty path or
+ * unknown flags, -E2BIG, ...; steps "options", "open root").
  */
-FSAFE_API int fsafe_root_openat(int dirfd, const char *path, unsigned flags,
-                                fsafe_root **out);
-
-/* fsafe_root_openat(AT_FDCWD, ...). */
-FSAFE_API int fsafe_root_open(const char *path, unsigned flags,
+FSAFE_API int fsafe_root_open(int dirfd, const char *path,
+                              const struct fsafe_root_opts *opts,
                               fsafe_root **out);
 
 /* Release the root. NULL is a no-op. */
 FSAFE_API void fsafe_root_close(fsafe_root *root);
-
-/*
- * Detail of the last failed call on `root`: fills *detail (if not NULL:
- * code, step, sys_errno) and returns the component where it stopped, for
- * messages such as "a/l/x: component 'l': symbolic link refused". The
- * component is "" when the failure was not about one (an I/O error, an
- * empty path). Valid until the next call on `root`.
- */
-FSAFE_API const char *fsafe_root_last_error(const fsafe_root *root,
-                                            struct fsafe_error *detail);
 
 /*
  * The lexical checks alone, on `len` bytes (a NUL byte among them is

@@ -233,3 +233,29 @@ hold_in_background() {
 	[ "$output" = "l: abandoned: its owner is dead: removed" ]
 	[ ! -e d/l ]
 }
+
+# ---- conventions (issue 17) ---------------------------------------------------
+
+@test "any --timeout is taken: 1000000d on a free lock runs COMMAND" {
+	run timeout 10 "$FSAFE" lock -t 1000000d l -- echo ran
+	[ "$status" -eq 0 ]
+	[ "$output" = ran ]
+}
+
+@test "a --kernel user's lock file at rest does not keep link mode out" {
+	"$FSAFE" lock --kernel l -- true
+	[ -f l ]
+	run timeout 10 "$FSAFE" lock --no-wait l -- echo link
+	[ "$status" -eq 0 ]
+	[ "$output" = link ]
+	[ ! -e l ]
+	run timeout 10 "$FSAFE" lock --kernel --no-wait l -- echo kernel
+	[ "$status" -eq 0 ]
+	[ "$output" = kernel ]
+}
+
+@test "a --kernel lock file deleted while held is reported at release" {
+	run timeout 10 "$FSAFE" lock --kernel l -- rm l
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"l was broken while rm ran"* ]]
+}

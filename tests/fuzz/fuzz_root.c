@@ -170,10 +170,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	outfd = open(outpath, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	plant();
 	rootfd = open(rootpath, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	for (int i = 0; i < 4; i++)
-		if (fsafe_root_open(rootpath, modes[i], &roots[i]) < 0 ||
+	struct fsafe_root_opts ro = FSAFE_ROOT_OPTS_INIT;
+	for (int i = 0; i < 4; i++) {
+		ro.flags = modes[i];
+		if (fsafe_root_open(AT_FDCWD, rootpath, &ro, &roots[i]) < 0 ||
 		    fsafe__resolver_init(&resolvers[i], rootfd, modes[i]) < 0)
 			abort();
+	}
 	baseline = snap_take(scratch, "root");
 	root_baseline = snap_take(rootpath, NULL);
 	atexit(cleanup);

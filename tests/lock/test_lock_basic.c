@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -415,6 +417,24 @@ static void malformed(void **state)
 	free(huge);
 }
 
+/* Any timeout is accepted: FSAFE_FOREVER, and values too large to count
+   to in nanoseconds (fsafe lock -t 1000000d), which mean no limit. */
+static void any_timeout(void **state)
+{
+	struct fx *f = *state;
+	const uint64_t huge[] = { FSAFE_FOREVER, 86400000000000ull,
+	                          UINT64_MAX / 1000000 + 1 };
+	fsafe_lock *l;
+
+	for (size_t i = 0; i < sizeof(huge) / sizeof(huge[0]); i++) {
+		assert_int_equal(take(f, 0, huge[i], huge[i], &l), 0);
+		assert_int_equal(fsafe_lock_release(l), 0);
+		assert_int_equal(take(f, FSAFE_LOCK_KERNEL, huge[i], 0, &l), 0);
+		assert_int_equal(fsafe_lock_release(l), 0);
+		remove_lock(f);
+	}
+}
+
 static void not_a_file(void **state)
 {
 	struct fx *f = *state;
@@ -598,17 +618,231 @@ static void kernel_mode(void **state)
 	assert_int_equal(fsafe_lock_release(l), 0);
 }
 
+/* A listening-less unix socket bound at path; its fd. */
+static int bind_socket(const char *path)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0 && strlen(path) < sizeof(a.sun_path));
+	strcpy(a.sun_path, path);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	return fd;
+}
+
+/* take() with the error detail wanted. */
+static int take_e(struct fx *f, unsigned flags, struct fsafe_error *e,
+                  fsafe_lock **l)
+{
+	struct fsafe_lock_opts o = FSAFE_LOCK_OPTS_INIT;
+
+	memset(e, 0, sizeof(*e));
+	o.flags = flags;
+	o.error = e;
+	return fsafe_lock_acquire(f->dirfd, "app.lock", &o, l);
+}
+
+static void expect_step(const struct fsafe_error *e, int code,
+                        const char *step)
+{
+	assert_int_equal(e->code, code);
+	assert_int_equal(e->sys_errno, -code);
+	assert_non_null(e->step);
+	assert_string_equal(e->step, step);
+}
+
+/* What holds the name instead of a lock file is named, in both modes,
+   and nothing blocks (a FIFO is never opened for a blocking read). */
+static void not_a_file_is_named(void **state)
+{
+	struct fx *f = *state;
+	static const unsigned modes[] = { 0, FSAFE_LOCK_KERNEL };
+	struct fsafe_lock_owner o = { .size = sizeof(o) };
+	struct fsafe_error e;
+	fsafe_lock *l = NULL;
+	char *p;
+
+	assert_true(asprintf(&p, "%s/app.lock", f->dir) > 0);
+	for (size_t i = 0; i < 2; i++) {
+		assert_int_equal(mkfifo(p, 0600), 0);
+		assert_int_equal(take_e(f, modes[i], &e, &l), -EBADFD);
+		expect_step(&e, -EBADFD, "not a regular file (fifo)");
+		assert_int_equal(fsafe_lock_inspect(f->dirfd, "app.lock", &o),
+		                 -EBADFD);
+		unlink(p);
+		assert_int_equal(symlink("nowhere", p), 0);
+		assert_int_equal(take_e(f, modes[i], &e, &l), -ELOOP);
+		expect_step(&e, -ELOOP, "dangling symbolic link");
+		assert_int_equal(access(p, F_OK), -1); /* nothing made there */
+		unlink(p);
+		assert_int_equal(symlink(".", p), 0);
+		assert_int_equal(take_e(f, modes[i], &e, &l), -ELOOP);
+		expect_step(&e, -ELOOP, "symbolic link");
+		unlink(p);
+		int sk = bind_socket(p);
+		assert_int_equal(take_e(f, modes[i], &e, &l), -EBADFD);
+		expect_step(&e, -EBADFD, "not a regular file (socket)");
+		assert_int_equal(fsafe_lock_inspect(f->dirfd, "app.lock", &o),
+		                 -EBADFD);
+		close(sk);
+		unlink(p);
+		assert_int_equal(mkdir(p, 0755), 0);
+		assert_int_equal(take_e(f, modes[i], &e, &l), -EISDIR);
+		expect_step(&e, -EISDIR, "not a regular file (directory)");
+		rmdir(p);
+	}
+	assert_null(l);
+	assert_int_equal(lu_count_private(f->dir), 0);
+	free(p);
+}
+
+/* The error detail of a refused, a held and a released lock. */
+static void error_detail(void **state)
+{
+	struct fx *f = *state;
+	struct fsafe_lock_opts o = FSAFE_LOCK_OPTS_INIT;
+	struct fsafe_error e;
+	fsafe_lock *l, *l2 = NULL;
+
+	o.flags = 1u << 20;
+	o.error = &e;
+	memset(&e, 0, sizeof(e));
+	assert_int_equal(fsafe_lock_acquire(f->dirfd, "app.lock", &o, &l),
+	                 -EINVAL);
+	expect_step(&e, -EINVAL, "options");
+
+	assert_int_equal(take_e(f, 0, &e, &l), 0);
+	assert_null(e.step); /* a success leaves it alone */
+	assert_int_equal(take_e(f, FSAFE_LOCK_NO_WAIT, &e, &l2), -EWOULDBLOCK);
+	expect_step(&e, -EWOULDBLOCK, "held by another owner");
+	assert_int_equal(take_e(f, FSAFE_LOCK_KERNEL | FSAFE_LOCK_NO_WAIT, &e,
+	                        &l2),
+	                 -EINVAL);
+	expect_step(&e, -EINVAL, "held in link mode");
+	/* The handle keeps the pointer: release fills it. */
+	memset(&e, 0, sizeof(e));
+	remove_lock(f);
+	assert_int_equal(fsafe_lock_release(l), -ESTALE);
+	expect_step(&e, -ESTALE, "lock file removed or replaced while held");
+
+	/* Released in a child: -EPERM, said in the child's copy. */
+	assert_int_equal(take_e(f, 0, &e, &l), 0);
+	pid_t pid = fork();
+	if (pid == 0)
+		_exit(fsafe_lock_release(l) == -EPERM && e.step &&
+		              strcmp(e.step, "release in another process than "
+		                             "the holder") == 0
+		      ? 0
+		      : 1);
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	assert_int_equal(fsafe_lock_release(l), 0);
+
+	assert_int_equal(take_e(f, FSAFE_LOCK_KERNEL, &e, &l), 0);
+	assert_int_equal(take_e(f, FSAFE_LOCK_NO_WAIT, &e, &l2), -EINVAL);
+	expect_step(&e, -EINVAL, "held in kernel mode");
+	assert_int_equal(fsafe_lock_release(l), 0);
+	assert_null(l2);
+}
+
+/* An I/O error at each step of a link-mode acquire names that step. */
+static void io_steps_named(void **state)
+{
+	struct fx *f = *state;
+	static const struct {
+		const char *call, *step;
+	} cases[] = { { "linkat", "link" },
+		      { "fsync", "fsync" },
+		      { "write", "write owner record" },
+		      { "flock", "flock" } };
+	struct fsafe_error e;
+	fsafe_lock *l;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
+		assert_int_equal(take_e(f, 0, &e, &l), 0);
+		int at = fault_first_call_named(cases[i].call);
+		fault_remove();
+		assert_int_equal(fsafe_lock_release(l), 0);
+		assert_true(at > 0);
+		fault_install(&(struct fault_plan){
+			.kind = FAULT_ERRNO, .at = at, .err = EIO });
+		assert_int_equal(take_e(f, 0, &e, &l), -EIO);
+		fault_remove();
+		expect_step(&e, -EIO, cases[i].step);
+		assert_int_equal(tu_count_entries(f->dir), 0);
+	}
+}
+
+/* A kernel-mode user leaves its lock file behind; link mode then takes
+   the name (it is no lock), and kernel mode works again afterwards. */
+static void kernel_file_at_rest_does_not_wedge_link_mode(void **state)
+{
+	struct fx *f = *state;
+	struct fsafe_lock_owner o = { .size = sizeof(o) };
+	fsafe_lock *l;
+
+	for (int round = 0; round < 2; round++) {
+		assert_int_equal(take(f, FSAFE_LOCK_KERNEL, 0, 0, &l), 0);
+		assert_int_equal(fsafe_lock_release(l), 0);
+		assert_int_equal(tu_count_entries(f->dir), 1);
+		assert_int_equal(take(f, FSAFE_LOCK_NO_WAIT, 0, 0, &l), 0);
+		assert_int_equal(fsafe_lock_broken(l), 0);
+		assert_int_equal(fsafe_lock_inspect(f->dirfd, "app.lock", &o),
+		                 0);
+		assert_false(o.kernel);
+		assert_int_equal(fsafe_lock_release(l), 0);
+		assert_int_equal(tu_count_entries(f->dir), 0);
+	}
+	/* A kernel-mode holder in another process still keeps link mode
+	   out, and no waiting link-mode acquirer removes its file. */
+	pid_t pid = lu_holder(take_kernel, f);
+	assert_true(pid > 0);
+	assert_int_equal(take(f, 0, 300, 0, &l), -EINVAL);
+	assert_int_equal(fsafe_lock_inspect(f->dirfd, "app.lock", &o), 0);
+	assert_int_equal(o.pid, pid);
+	lu_stop(pid);
+	assert_int_equal(take(f, FSAFE_LOCK_NO_WAIT, 0, 0, &l), 0);
+	assert_int_equal(fsafe_lock_release(l), 0);
+}
+
+/* Kernel mode: the held lock file deleted (or replaced) by hand lets a
+   second holder in; the first one's release says so, as link mode's. */
+static void kernel_file_removed_while_held(void **state)
+{
+	struct fx *f = *state;
+	fsafe_lock *l, *l2;
+
+	assert_int_equal(take(f, FSAFE_LOCK_KERNEL, 0, 0, &l), 0);
+	remove_lock(f);
+	assert_int_equal(take(f, FSAFE_LOCK_KERNEL | FSAFE_LOCK_NO_WAIT, 0, 0,
+	                      &l2),
+	                 0);
+	assert_int_equal(fsafe_lock_release(l), -ESTALE);
+	assert_int_equal(fsafe_lock_release(l2), 0);
+
+	/* Replaced by another file: the same. */
+	assert_int_equal(take(f, FSAFE_LOCK_KERNEL, 0, 0, &l), 0);
+	remove_lock(f);
+	tu_put(f->dir, "app.lock", "", 0);
+	assert_int_equal(fsafe_lock_release(l), -ESTALE);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 	const struct CMUnitTest tests[] = {
-		T(basic), T(times_out), T(waits_for_release),
+		T(basic), T(times_out), T(any_timeout), T(waits_for_release),
 		T(dead_owner_broken), T(other_boot_broken), T(pid_reuse),
 		T(other_host), T(newer_version), T(eperm_keeps), T(breaker_guard),
 		T(guard_on_read_only_locks),
 		T(malformed),
 		T(not_a_file), T(release_after_force), T(release_in_child),
-		T(orphans), T(kernel_mode),
+		T(orphans), T(kernel_mode), T(not_a_file_is_named),
+		T(error_detail),
+		T(kernel_file_at_rest_does_not_wedge_link_mode),
+		T(kernel_file_removed_while_held), T(io_steps_named),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -122,9 +122,41 @@ static void a_held_lock_with_a_damaged_record_is_left_alone(void **state)
 	assert_int_equal(fsafe_lock_release(l), -ESTALE);
 }
 
+/* A file at the quarantine's name is judged first and moved into a new
+   quarantine of its own, so it blocks no other repair. */
+static void a_file_named_quarantine_is_requarantined(void **state)
+{
+	struct tu_fx *fx = *state;
+	struct seen s = { 0 };
+	struct stat st;
+
+	tu_put(fx->dir, "quarantine", "not a directory", 15);
+	tu_put(fx->dir, "bad", "fsafe-lock 1\ngarbage\n", 21);
+	assert_int_equal(fsafe_lock_check(fx->dirfd, ".", collect, &s), 2);
+	assert_string_equal(s.lines[0], "quarantine: a file where the "
+	                                "quarantine belongs: -");
+	assert_string_equal(s.lines[1], "bad: owner record does not parse: -");
+
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(fsafe_lock_repair(fx->dirfd, ".", collect, &s), 2);
+	assert_string_equal(s.lines[0], "quarantine: a file where the "
+	                                "quarantine belongs: moved into a new "
+	                                "quarantine/");
+	assert_string_equal(s.lines[1], "bad: owner record does not parse: "
+	                                "quarantined as quarantine/bad");
+	assert_int_equal(fstatat(fx->dirfd, "quarantine", &st, 0), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	assert_true(tu_equals(fx->dir, "quarantine/quarantine.damaged",
+	                      "not a directory", 15));
+	assert_int_equal(fsafe_lock_check(fx->dirfd, ".", NULL, NULL), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(
+			a_file_named_quarantine_is_requarantined, tu_fx_setup,
+			tu_fx_teardown),
 		cmocka_unit_test_setup_teardown(check_then_repair, tu_fx_setup,
 		                                tu_fx_teardown),
 		cmocka_unit_test_setup_teardown(

@@ -123,7 +123,11 @@ static void race(unsigned flags, const char *label)
 	char *before = snap_take(s, "root");
 	int watch = snap_watch(s, "root");
 	assert_true(watch >= 0);
-	assert_int_equal(fsafe_root_open(root, flags, &r), 0);
+	struct fsafe_error d = { 0 };
+	struct fsafe_root_opts ro = FSAFE_ROOT_OPTS_INIT;
+	ro.flags = flags;
+	ro.error = &d;
+	assert_int_equal(fsafe_root_open(AT_FDCWD, root, &ro, &r), 0);
 	sw.rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	o.flags = FSAFE_NO_SYNC;
 	assert_int_equal(pthread_create(&t, NULL, swap_loop, &sw), 0);
@@ -137,8 +141,7 @@ static void race(unsigned flags, const char *label)
 		}
 		if (!explained(rc))
 			fail_msg("%s: write %s: %d %s (step %s)", label, path, rc,
-			         fsafe_strerror(rc),
-			         fsafe_root_last_error(r, NULL));
+			         fsafe_strerror(rc), d.step ? d.step : "");
 		for (int k = 0; k < 5; k++)
 			errs[k] += rc == -codes[k];
 	}
@@ -220,7 +223,9 @@ static void read_race(unsigned flags, const char *label)
 	assert_non_null(realpath(root, real));
 
 	char *before = snap_take(s, "root");
-	assert_int_equal(fsafe_root_open(root, flags, &r), 0);
+	struct fsafe_root_opts ro = FSAFE_ROOT_OPTS_INIT;
+	ro.flags = flags;
+	assert_int_equal(fsafe_root_open(AT_FDCWD, root, &ro, &r), 0);
 	sw.rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	assert_int_equal(pthread_create(&t, NULL, swap_loop, &sw), 0);
 	for (int i = 0; i < READS; i++) {

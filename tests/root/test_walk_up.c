@@ -54,7 +54,9 @@ static void moved_out_before_dotdot(void **state)
 	assert_int_equal(mkdir(p, 0777), 0);
 	snprintf(move_to, sizeof(move_to), "%s/out/e", top);
 	snprintf(p, sizeof(p), "%s/root", top);
-	assert_int_equal(fsafe_root_open(p, FSAFE_ROOT_NO_OPENAT2, &root), 0);
+	struct fsafe_root_opts ro = FSAFE_ROOT_OPTS_INIT;
+	ro.flags = FSAFE_ROOT_NO_OPENAT2;
+	assert_int_equal(fsafe_root_open(AT_FDCWD, p, &ro, &root), 0);
 
 	struct fsafe_sys t = fsafe__sys_default;
 	t.openat = openat_moving;

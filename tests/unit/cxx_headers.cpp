@@ -20,6 +20,13 @@ int main()
 	struct fsafe_inbox_opts i = FSAFE_INBOX_OPTS_INIT;
 	struct fsafe_inbox_recovery ir = FSAFE_INBOX_RECOVERY_INIT;
 	struct fsafe_lock_opts l = FSAFE_LOCK_OPTS_INIT;
+	struct fsafe_root_opts ro = FSAFE_ROOT_OPTS_INIT;
+	static_assert(FSAFE_WRITE_OPTS_SIZE_V0 + FSAFE_BATCH_OPTS_SIZE_V0 +
+	                      FSAFE_ASYNC_OPTS_SIZE_V0 +
+	                      FSAFE_LOCK_OPTS_SIZE_V0 +
+	                      FSAFE_LOCK_OWNER_SIZE_V0 +
+	                      FSAFE_ROOT_OPTS_SIZE_V0 > 0,
+	              "the *_SIZE_V0 macros are constant expressions");
 	struct fsafe_spool_opts s = FSAFE_SPOOL_OPTS_INIT;
 	struct fsafe_spool_stat ss = FSAFE_SPOOL_STAT_INIT;
 	struct fsafe_store_opts st = FSAFE_STORE_OPTS_INIT;
@@ -30,6 +37,7 @@ int main()
 	         a.size == sizeof(a) && c.size == sizeof(c) &&
 	         cl.size == sizeof(cl) && i.size == sizeof(i) &&
 	         l.size == sizeof(l) && l.timeout_ms == 0 &&
+	         ro.size == sizeof(ro) && ro.error == nullptr &&
 	         s.size == sizeof(s) && ss.size == sizeof(ss) &&
 	         st.size == sizeof(st) && sl.size == sizeof(sl) &&
 	         ir.size == sizeof(ir) &&

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -138,7 +139,7 @@ static void blocking_wait_and_errors(void **state)
 	assert_int_equal(fsafe_async_submit(a, f->dirfd, "taken", "new", 3, &co,
 	                                    NULL, NULL),
 	                 0);
-	assert_int_equal(fsafe_async_wait(a, -1), 0);
+	assert_int_equal(fsafe_async_wait(a, FSAFE_FOREVER), 0);
 	assert_int_equal(fsafe_async_reap(a, &c, 1), 1);
 	assert_int_equal(c.result, -EEXIST);
 	assert_true(tu_equals(f->dir, "taken", "old", 3));
@@ -244,6 +245,94 @@ static void free_cancels_queued_writes(void **state)
 	sem_destroy(&release);
 }
 
+/* Every flag batch.h names applies to an async engine; a wait of 0 only
+   looks (-ETIMEDOUT at once while a write is in progress). */
+static void batch_flags_and_a_wait_of_zero(void **state)
+{
+	struct fx *f = *state;
+	struct fsafe_async_opts ao = FSAFE_ASYNC_OPTS_INIT;
+	struct fsafe_async_completion c;
+	struct timespec t0, t1;
+	fsafe_async *a;
+
+	ao.flags = FSAFE_BATCH_NO_URING | FSAFE_BATCH_NO_SYNCFS;
+	assert_int_equal(fsafe_async_new(&ao, &a), 0);
+	sem_init(&entered, 0, 0);
+	sem_init(&release, 0, 0);
+	fault_install(&(struct fault_plan){
+		.kind = FAULT_HOOK, .at = 1, .hook = hold_worker });
+	assert_int_equal(fsafe_async_submit(a, f->dirfd, "z", "zz", 2, NULL,
+	                                    NULL, NULL),
+	                 0);
+	while (sem_wait(&entered) < 0)
+		;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	assert_int_equal(fsafe_async_wait(a, 0), -ETIMEDOUT);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	assert_true(t1.tv_sec - t0.tv_sec < 2);
+	sem_post(&release);
+	assert_int_equal(fsafe_async_wait(a, FSAFE_FOREVER), 0);
+	fault_remove();
+	assert_int_equal(fsafe_async_reap(a, &c, 1), 1);
+	assert_int_equal(c.result, 0);
+	fsafe_async_free(a);
+	assert_true(tu_equals(f->dir, "z", "zz", 2));
+	sem_destroy(&entered);
+	sem_destroy(&release);
+}
+
+/* if_unchanged holds for an async write as for any other: a file changed
+   after its token was taken is left alone (-ESTALE). The token string is
+   the caller's only during the submit. */
+static void if_unchanged_is_kept(void **state)
+{
+	struct fx *f = *state;
+	struct fsafe_write_opts o = FSAFE_WRITE_OPTS_INIT;
+	struct fsafe_async_completion c;
+	char tok[FSAFE_TOKEN_LEN];
+	fsafe_async *a;
+
+	tu_put(f->dir, "t", "v1", 2);
+	assert_int_equal(fsafe_token_get(f->dirfd, "t", 0, tok), 0);
+	tu_put(f->dir, "t", "v2 by another", 13);
+	o.if_unchanged = tok;
+	assert_int_equal(fsafe_async_new(NULL, &a), 0);
+	assert_int_equal(fsafe_async_submit(a, f->dirfd, "t", "mine", 4, &o,
+	                                    NULL, NULL),
+	                 0);
+	memset(tok, 'x', sizeof(tok) - 1); /* the caller's string is gone */
+	assert_int_equal(fsafe_async_wait(a, FSAFE_FOREVER), 0);
+	assert_int_equal(fsafe_async_reap(a, &c, 1), 1);
+	assert_int_equal(c.result, -ESTALE);
+	fsafe_async_free(a);
+	assert_true(tu_equals(f->dir, "t", "v2 by another", 13));
+}
+
+/* The engine's options' error: its creation and a submit that fail fill
+   it. */
+static void async_error_detail(void **state)
+{
+	struct fx *f = *state;
+	struct fsafe_async_opts ao = FSAFE_ASYNC_OPTS_INIT;
+	struct fsafe_error e = { 0 };
+	fsafe_async *a;
+
+	ao.error = &e;
+	ao.flags = 1u << 20;
+	assert_int_equal(fsafe_async_new(&ao, &a), -EINVAL);
+	assert_int_equal(e.code, -EINVAL);
+	assert_string_equal(e.step, "options");
+	ao.flags = 0;
+	memset(&e, 0, sizeof(e));
+	assert_int_equal(fsafe_async_new(&ao, &a), 0);
+	assert_int_equal(fsafe_async_submit(a, f->dirfd, NULL, "x", 1, NULL,
+	                                    NULL, NULL),
+	                 -EINVAL);
+	assert_int_equal(e.code, -EINVAL);
+	assert_string_equal(e.step, "options");
+	fsafe_async_free(a);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -253,6 +342,9 @@ int main(void)
 		T(blocking_wait_and_errors),
 		T(cancel_only_touches_queued_writes),
 		T(free_cancels_queued_writes),
+		T(batch_flags_and_a_wait_of_zero),
+		T(if_unchanged_is_kept),
+		T(async_error_detail),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

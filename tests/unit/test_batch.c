@@ -440,11 +440,46 @@ static void memory_stays_bounded(void **state)
 	assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+/* The batch's options' error: its creation, an add and a commit that
+   fail fill it; an item's own failure does not. */
+static void batch_error_detail(void **state)
+{
+	struct fx *f = *state;
+	struct fsafe_batch_opts bo = FSAFE_BATCH_OPTS_INIT;
+	struct fsafe_error e = { 0 };
+	fsafe_batch *b;
+
+	bo.error = &e;
+	bo.flags = 1u << 20;
+	assert_int_equal(fsafe_batch_new(&bo, &b), -EINVAL);
+	assert_int_equal(e.code, -EINVAL);
+	assert_string_equal(e.step, "options");
+	bo.flags = 0;
+	memset(&e, 0, sizeof(e));
+	assert_int_equal(fsafe_batch_new(&bo, &b), 0);
+	assert_int_equal(fsafe_batch_add(b, f->dirfd, NULL, "x", 1, NULL),
+	                 -EINVAL);
+	assert_string_equal(e.step, "options");
+	memset(&e, 0, sizeof(e));
+	assert_int_equal(fsafe_batch_add(b, f->dirfd, "nodir/x", "x", 1, NULL),
+	                 0);
+	assert_int_equal(fsafe_batch_commit(b), 1);
+	assert_null(e.step); /* the item's failure is the item's */
+	assert_int_equal(fsafe_batch_commit(b), -EALREADY);
+	assert_string_equal(e.step, "commit (already committed)");
+	assert_int_equal(fsafe_batch_add(b, f->dirfd, "y", "y", 1, NULL),
+	                 -EALREADY);
+	assert_int_equal(e.code, -EALREADY);
+	assert_string_equal(e.step, "add (already committed)");
+	fsafe_batch_free(b);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 	const struct CMUnitTest tests[] = {
 		T(commits_with_io_uring),
+		T(batch_error_detail),
 		T(commits_with_the_pool),
 		T(falls_back_when_io_uring_is_refused),
 		T(a_failure_stays_with_its_item),

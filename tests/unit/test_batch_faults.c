@@ -117,7 +117,7 @@ static int commit_async(struct fx *f, int res[FILES])
 	}
 	for (int done = 0; done < FILES;) {
 		struct fsafe_async_completion c[FILES];
-		assert_int_equal(fsafe_async_wait(a, -1), 0);
+		assert_int_equal(fsafe_async_wait(a, FSAFE_FOREVER), 0);
 		int n = fsafe_async_reap(a, c, FILES);
 		for (int k = 0; k < n; k++, done++) {
 			res[c[k].id - first] = c[k].result;

@@ -177,6 +177,63 @@ static void create_only_race_is_decided_at_publish(void **state)
 	assert_clean(f);
 }
 
+/* A create-only write that finds its target says so in its step, whether
+   it finds it at the start or at publication. */
+static void create_only_says_exists(void **state)
+{
+	struct fx *f = *state;
+	struct fsafe_error e = { 0 };
+	struct fsafe_write_opts o = FSAFE_WRITE_OPTS_INIT;
+	fsafe_writer *w;
+
+	o.flags = FSAFE_CREATE_ONLY;
+	o.error = &e;
+	tu_put(f->dir, "there", "old", 3);
+	assert_int_equal(fsafe_write_fileat(f->dirfd, "there", "n", 1, &o),
+	                 -EEXIST);
+	assert_int_equal(e.code, -EEXIST);
+	assert_int_equal(e.sys_errno, EEXIST);
+	assert_string_equal(e.step, "exists (create-only)");
+
+	memset(&e, 0, sizeof(e));
+	assert_int_equal(fsafe_writer_open(f->dirfd, "late", &o, &w), 0);
+	tu_put(f->dir, "late", "winner", 6);
+	assert_int_equal(fsafe_writer_commit(w), -EEXIST);
+	assert_string_equal(e.step, "exists (create-only)");
+	unlinkat(f->dirfd, "there", 0);
+	unlinkat(f->dirfd, "late", 0);
+	assert_clean(f);
+}
+
+/* A NULL buffer with a length is bad data (-EINVAL), at every door;
+   with a length of 0 it is an empty file. */
+static void null_buffer_is_einval(void **state)
+{
+	struct fx *f = *state;
+	struct fsafe_write_opts o = FSAFE_WRITE_OPTS_INIT;
+	struct fsafe_error e = { 0 };
+	fsafe_batch *b;
+	fsafe_async *a;
+
+	o.error = &e;
+	assert_int_equal(fsafe_write_fileat(f->dirfd, "n", NULL, 3, &o),
+	                 -EINVAL);
+	assert_string_equal(e.step, "write (NULL buffer)");
+	assert_int_equal(fsafe_write_fileat(f->dirfd, "n", NULL, 0, NULL), 0);
+	assert_true(tu_equals(f->dir, "n", "", 0));
+	assert_int_equal(fsafe_batch_new(NULL, &b), 0);
+	assert_int_equal(fsafe_batch_add(b, f->dirfd, "m", NULL, 3, NULL),
+	                 -EINVAL);
+	fsafe_batch_free(b);
+	assert_int_equal(fsafe_async_new(NULL, &a), 0);
+	assert_int_equal(fsafe_async_submit(a, f->dirfd, "m", NULL, 3, NULL,
+	                                    NULL, NULL),
+	                 -EINVAL);
+	fsafe_async_free(a);
+	unlinkat(f->dirfd, "n", 0);
+	assert_clean(f);
+}
+
 static void mkdir_creates_parents(void **state)
 {
 	struct fx *f = *state;
@@ -519,6 +576,8 @@ int main(void)
 		T(existing_target_keeps_mode_and_owner),
 		T(create_only),
 		T(create_only_race_is_decided_at_publish),
+		T(create_only_says_exists),
+		T(null_buffer_is_einval),
 		T(mkdir_creates_parents),
 		T(follows_symlinks_by_default),
 		T(no_follow_replaces_the_link),
