@@ -223,7 +223,7 @@ static void run_batch(const struct spec *s, int dirfd, long k, size_t len,
 static long reap_some(const struct spec *s, fsafe_async *a)
 {
 	struct fsafe_async_completion c[ASYNC_OUTSTANDING];
-	int r = fsafe_async_wait(a, -1);
+	int r = fsafe_async_wait(a, FSAFE_FOREVER);
 
 	if (r < 0)
 		die("fsafe_async_wait:", s->name, -r);

@@ -317,7 +317,7 @@ static void run_async(int root, struct pw_progress *p)
 		abort(); /* nothing of the table is called before the worker */
 	for (int done = 0; done < 2;) {
 		struct fsafe_async_completion c[2];
-		if (fsafe_async_wait(a, -1) < 0)
+		if (fsafe_async_wait(a, FSAFE_FOREVER) < 0)
 			abort();
 		int n = fsafe_async_reap(a, c, 2);
 		for (int k = 0; k < n; k++, done++)
