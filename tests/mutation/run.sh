@@ -10,8 +10,10 @@
 #            several (the code moved on: fix the entry)
 # Exit 1 on any MISSED, INVALID or ERROR.
 #
-# Usage: tests/mutation/run.sh [--sample] [--only REGEX] [--list FILE]
+# Usage: tests/mutation/run.sh [--sample] [--check] [--only REGEX] [--list FILE]
 #   --sample      only the entries marked "sample" (what CI runs)
+#   --check       only check that every entry applies (no build; seconds):
+#                 OK or ERROR per entry
 #   --only REGEX  only the entries whose id matches
 #   --list FILE   another list (default: mutants.txt beside this script)
 # Environment: FSAFE_MUT_TIMEOUT (seconds per test, default 240; a test
@@ -29,10 +31,12 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 list=$here/mutants.txt
 sample=false
+check=false
 only=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--sample) sample=true ;;
+	--check) check=true ;;
 	--only) only=$2; shift ;;
 	--list) list=$2; shift ;;
 	-h|--help) sed -n '2,24p' "$0"; exit 0 ;;
@@ -56,7 +60,7 @@ start=$(date +%s)
 git clone -q --no-checkout "$repo" "$src" && git -C "$src" checkout -q "$commit" || exit 2
 printf 'mutation pass on %s (%s)\n' "$(git -C "$src" log -1 --format='%h %s')" \
 	"$($sample && echo sample || echo full)${only:+, only $only}"
-if ! { cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
+if ! $check && ! { cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
        cmake --build "$build" -j "$jobs"; } >"$work/base.log" 2>&1; then
 	tail -20 "$work/base.log"
 	echo "run.sh: the unmutated clone does not build" >&2
@@ -86,7 +90,7 @@ targets() {
 	sort -u
 }
 
-declare -A count=([CAUGHT]=0 [MISSED]=0 [INVALID]=0 [ERROR]=0)
+declare -A count=([CAUGHT]=0 [MISSED]=0 [INVALID]=0 [ERROR]=0 [OK]=0)
 report() { # verdict id seconds detail
 	count[$1]=$((count[$1] + 1))
 	printf '%-8s %-34s %4ss  %s\n' "$1" "$2" "$3" "$4"
@@ -108,6 +112,9 @@ while IFS=$'\x1f' read -r -u 3 id file find repl tests mark; do
 	esac
 	if git -C "$src" diff --quiet; then
 		report ERROR "$id" 0 "the replacement changes nothing"; continue
+	fi
+	if $check; then
+		report OK "$id" 0 "applies"; continue
 	fi
 	mapfile -t tg < <(targets "$tests")
 	if [ ${#tg[@]} -eq 0 ]; then
@@ -135,7 +142,8 @@ done 3< <(sed -e '/^[[:space:]]*#/d' -e '/^[[:space:]]*$/d' "$list" |
          awk -F ' @ ' -v OFS=$'\x1f' '{ print $1, $2, $3, $4, $5, $6 }')
 
 git -C "$src" checkout -q -- .
-printf '\n%d caught, %d missed, %d invalid, %d errors; %d s in all\n' \
+$check && printf '\n%d apply, %d errors\n' "${count[OK]}" "${count[ERROR]}"
+$check || printf '\n%d caught, %d missed, %d invalid, %d errors; %d s in all\n' \
 	"${count[CAUGHT]}" "${count[MISSED]}" "${count[INVALID]}" \
 	"${count[ERROR]}" $(($(date +%s) - start))
 [ $((count[MISSED] + count[INVALID] + count[ERROR])) -eq 0 ]
