@@ -1,12 +1,16 @@
+#define _GNU_SOURCE
 #include "cli_util.h"
 
 #include <errno.h>
-#include <getopt.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
+#include "cli_signal.h"
 
 void cli_warn(const char *fmt, ...)
 {
@@ -26,23 +30,6 @@ int cli_usage_error(const char *cmd, const char *why, const char *usage)
 	return CLI_USAGE;
 }
 
-int cli_bad_option(const char *cmd, char **argv, int got, const char *usage)
-{
-	char why[256], name[128];
-	/* A long option is named by the argument getopt just stepped over; a
-	   short one only by optopt, since it may sit inside a cluster (-0x). */
-	const char *arg = argv[optind - 1];
-
-	if (!strncmp(arg, "--", 2))
-		snprintf(name, sizeof(name), "%.*s", (int)strcspn(arg, "="),
-		         arg);
-	else
-		snprintf(name, sizeof(name), "-%c", optopt);
-	snprintf(why, sizeof(why), got == ':' ? "option %s needs a value"
-	                                      : "unknown option %s", name);
-	return cli_usage_error(cmd, why, usage);
-}
-
 bool cli_flush_stdout(const char *cmd)
 {
 	errno = 0;
@@ -51,4 +38,66 @@ bool cli_flush_stdout(const char *cmd)
 	cli_warn("%s: writing standard output: %s", cmd,
 	         errno ? strerror(errno) : "error");
 	return false;
+}
+
+int cli_read_all(int fd, uint64_t max, char **buf, size_t *len)
+{
+	size_t cap = 65536, n = 0;
+	char *b = malloc(cap + 1);
+
+	for (;;) {
+		if (!b)
+			return -ENOMEM;
+		if (n == cap) {
+			char *nb = realloc(b, (cap *= 2) + 1);
+			if (!nb)
+				free(b);
+			b = nb;
+			continue;
+		}
+		ssize_t r = read(fd, b + n, cap - n);
+		/* A signal we catch ends the read; any other is retried. */
+		if (r < 0 && errno == EINTR && !cli_signal_caught())
+			continue;
+		if (r < 0 || (n += (size_t)r) > max) {
+			int err = r < 0 ? -errno : -EMSGSIZE;
+			free(b);
+			return err;
+		}
+		if (r == 0)
+			break;
+	}
+	b[n] = '\0';
+	*buf = b;
+	*len = n;
+	return 0;
+}
+
+int cli_open_std(unsigned *closed)
+{
+	*closed = 0;
+	for (int fd = 0; fd <= 2; fd++) {
+		if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF)
+			continue;
+		*closed |= 1u << fd;
+		/* The lowest free number: fd itself. Kept open for good. */
+		int nfd = open("/dev/null", O_RDWR);
+		if (nfd < 0)
+			return -errno;
+		if (nfd != fd) {
+			close(nfd);
+			return -EBADF;
+		}
+	}
+	return 0;
+}
+
+void cli_warn_error(const char *label, int r, const struct fsafe_error *e)
+{
+	const char *why = fsafe_strerror(e && e->sys_errno ? -e->sys_errno : r);
+
+	if (e && e->step)
+		cli_warn("%s: %s: %s", label, e->step, why);
+	else
+		cli_warn("%s: %s", label, why);
 }
