@@ -153,7 +153,7 @@ static ssize_t parse_pairs(char *in, size_t len, struct pair **out,
 	return (ssize_t)(names / 2);
 }
 
-int cli_write_batch(const struct fsafe_write_opts *opts, bool stdin_closed)
+int cli_write_batch(const struct fsafe_write_opts *opts)
 {
 	struct pair *pairs = NULL;
 	char *in = NULL;
@@ -162,8 +162,7 @@ int cli_write_batch(const struct fsafe_write_opts *opts, bool stdin_closed)
 
 	if (cli_signal_catch(NULL) < 0)
 		return CLI_FAIL;
-	r = stdin_closed ? -EBADF
-	                 : cli_read_all(STDIN_FILENO, SIZE_MAX, &in, &len);
+	r = cli_read_all(STDIN_FILENO, SIZE_MAX, &in, &len);
 	if (r < 0) {
 		if (cli_signal_caught())
 			return cli_signal_reraise();

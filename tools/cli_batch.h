@@ -2,16 +2,14 @@
 #ifndef FSAFE_CLI_BATCH_H
 #define FSAFE_CLI_BATCH_H
 
-#include <stdbool.h>
-
 #include "fsafe.h"
 
 /*
  * Reads NUL-separated TARGET and SOURCE pairs from standard input and
  * replaces each TARGET with SOURCE's content, every file atomically and
- * durably, with group commits. `opts` applies to every target; a
- * stdin_closed at start is an error. Returns the exit status.
+ * durably, with group commits. `opts` applies to every target. Returns the
+ * exit status.
  */
-int cli_write_batch(const struct fsafe_write_opts *opts, bool stdin_closed);
+int cli_write_batch(const struct fsafe_write_opts *opts);
 
 #endif

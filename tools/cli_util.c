@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -73,15 +74,13 @@ int cli_read_all(int fd, uint64_t max, char **buf, size_t *len)
 	return 0;
 }
 
-int cli_open_std(unsigned *closed)
+int cli_open_std(void)
 {
-	*closed = 0;
 	for (int fd = 0; fd <= 2; fd++) {
 		if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF)
 			continue;
-		*closed |= 1u << fd;
 		/* The lowest free number: fd itself. Kept open for good. */
-		int nfd = open("/dev/null", O_RDWR);
+		int nfd = open("/dev/null", fd == 0 ? O_WRONLY : O_RDONLY);
 		if (nfd < 0)
 			return -errno;
 		if (nfd != fd) {
@@ -90,6 +89,48 @@ int cli_open_std(unsigned *closed)
 		}
 	}
 	return 0;
+}
+
+bool cli_root_refusal(const fsafe_root *root, const char *root_name,
+                      char *buf, size_t len)
+{
+	struct fsafe_error e = { 0 };
+	const char *comp = fsafe_root_last_error(root, &e);
+
+	if (!*comp)
+		return false;
+	snprintf(buf, len, "%s: '%s' (beneath %s)",
+	         e.step ? e.step : "refused", comp, root_name);
+	return true;
+}
+
+const char *cli_file_type(const char *path)
+{
+	struct stat st;
+
+	if (lstat(path, &st) < 0)
+		return NULL;
+	return S_ISREG(st.st_mode)    ? "a regular file"
+	       : S_ISLNK(st.st_mode)  ? "a symbolic link"
+	       : S_ISDIR(st.st_mode)  ? "a directory"
+	       : S_ISFIFO(st.st_mode) ? "a FIFO"
+	       : S_ISSOCK(st.st_mode) ? "a socket"
+	                              : "a device";
+}
+
+void cli_warn_dir(const char *label, const char *path, int r)
+{
+	const char *what = cli_file_type(path);
+	struct stat st;
+	bool link = what && !strcmp(what, "a symbolic link");
+
+	if (link && stat(path, &st) < 0 && errno == ENOENT)
+		cli_warn("%s: a dangling symbolic link is there, not a "
+		         "directory", label);
+	else if (r == -ENOTDIR && what && !link)
+		cli_warn("%s: %s is there, not a directory", label, what);
+	else
+		cli_warn("%s: %s", label, fsafe_strerror(r));
 }
 
 void cli_warn_error(const char *label, int r, const struct fsafe_error *e)

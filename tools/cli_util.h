@@ -33,10 +33,31 @@ int cli_read_all(int fd, uint64_t max, char **buf, size_t *len);
  * Opens /dev/null on whichever of standard input, output and error is
  * closed: the next descriptor the library opens (a store's directory)
  * would otherwise land there and be read or written as if it were one.
- * Sets bit N of *closed for each descriptor N that was closed (a command
- * that reads its input still refuses a closed one). Returns 0 or -errno.
+ * It is opened for the other direction only (input write-only, outputs
+ * read-only), so using it still fails with EBADF, as the closed one did:
+ * nothing is stored from, or printed into, nowhere. Returns 0 or -errno.
  */
-int cli_open_std(unsigned *closed);
+int cli_open_std(void);
+
+/*
+ * The library's detail of a path refused beneath --root ROOT (an escape,
+ * a link on the way): "STEP: 'COMPONENT' (beneath ROOT)" into buf, which
+ * names the problem where the errno (EXDEV, ELOOP) would only blur it.
+ * False when the failure was not about one component.
+ */
+bool cli_root_refusal(const fsafe_root *root, const char *root_name,
+                      char *buf, size_t len);
+
+/* What is at path itself (never followed), in words: "a FIFO", "a
+   symbolic link", "a directory", "a regular file"...; NULL if nothing.
+   For a message that names why a lock file or a store's directory was
+   refused, where the errno alone (EINVAL, ELOOP) would not. */
+const char *cli_file_type(const char *path);
+
+/* A store's directory `path` could not be opened (r): "LABEL: a FIFO is
+   there, not a directory" when something else stands at its name (or a
+   dangling link), else "LABEL: ERROR". */
+void cli_warn_dir(const char *label, const char *path, int r);
 
 /* "fsafe: LABEL: STEP: ERROR" (or without the step if e has none): the
    library's detail of a failed call, in one place. */

@@ -524,13 +524,13 @@ static const struct cli_verb verbs[] = {
 	{ "repair", do_repair, 0, 0, "quarantine damage" },
 };
 
-int cmd_checkpoint(void *env, int argc, char **argv)
+int cmd_checkpoint(void *ctx, int argc, char **argv)
 {
 	struct ck_args a = { 0 };
 	struct cli_args ops;
 	int r = parse(argc, argv, &a, &ops);
 
-	(void)env;
+	(void)ctx;
 	if (r != CLI_CONTINUE)
 		return r;
 	return cli_dispatch(&spec_base, verbs, sizeof(verbs) / sizeof(verbs[0]),

@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,7 +67,6 @@ struct inbox_args {
 	bool wait, content, recover_named, has_timeout;
 	uint64_t timeout_ms, older_ms, max;
 	unsigned flags;
-	const void *env;
 };
 
 static const struct cli_spec spec_base = { "inbox", usage, help, NULL, 0 };
@@ -115,9 +115,8 @@ static int do_put(fsafe_inbox *ib, const struct inbox_args *a)
 	size_t len = 0;
 	int r;
 
-	if (fd < 0 || (!src && CLI_STDIN_CLOSED(a->env))) {
-		cli_warn("inbox put: %s: %s", src ? src : "standard input",
-		         strerror(fd < 0 ? errno : EBADF));
+	if (fd < 0) {
+		cli_warn("inbox put: %s: %s", src, strerror(errno));
 		return CLI_FAIL;
 	}
 	r = cli_read_all(fd, a->max ? a->max : FSAFE_INBOX_MAX_DEFAULT, &buf,
@@ -341,8 +340,15 @@ static int run_open(void *ctx, int argc, char **argv)
 	o.flags = a->flags | (!strcmp(a->verb, "put") ? FSAFE_INBOX_CREATE : 0);
 	o.max_message = a->max;
 	if ((r = fsafe_inbox_open(AT_FDCWD, a->dir, &o, &ib)) < 0) {
-		cli_warn("inbox %s: %s%s", a->dir, fsafe_strerror(r),
-		         layout_hint(r));
+		const char *what = cli_file_type(a->dir);
+		char label[PATH_MAX + 8];
+
+		snprintf(label, sizeof(label), "inbox %s", a->dir);
+		if (what && strcmp(what, "a directory"))
+			cli_warn_dir(label, a->dir, r);
+		else
+			cli_warn("%s: %s%s", label, fsafe_strerror(r),
+			         layout_hint(r));
 		return CLI_FAIL;
 	}
 	if (!strcmp(a->verb, "put"))
@@ -378,12 +384,13 @@ static const struct cli_verb verbs[] = {
 	{ "repair", run_check, 0, 0, "quarantine damage" },
 };
 
-int cmd_inbox(void *env, int argc, char **argv)
+int cmd_inbox(void *ctx, int argc, char **argv)
 {
-	struct inbox_args a = { .older_ms = 3600000, .env = env };
+	struct inbox_args a = { .older_ms = 3600000 };
 	struct cli_args ops;
 	int r = parse_args(argc, argv, &a, &ops);
 
+	(void)ctx;
 	if (r != CLI_CONTINUE)
 		return r;
 	return cli_dispatch(&spec_base, verbs, sizeof(verbs) / sizeof(verbs[0]),

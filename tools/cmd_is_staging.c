@@ -20,7 +20,7 @@ static const char help[] =
 	"\n"
 	"Exit status: 0 all staging names, 1 some not, 2 usage error.\n";
 
-int cmd_is_staging(void *env, int argc, char **argv)
+int cmd_is_staging(void *ctx, int argc, char **argv)
 {
 	bool verbose = false, all = true;
 	const struct cli_opt opts[] = {
@@ -32,7 +32,7 @@ int cmd_is_staging(void *env, int argc, char **argv)
 	struct cli_args names;
 	int r = cli_parse(&spec, argc, argv, &names);
 
-	(void)env;
+	(void)ctx;
 	if (r != CLI_CONTINUE)
 		return r;
 	if (!names.argc)

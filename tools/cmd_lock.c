@@ -156,6 +156,14 @@ static int report_holder(const char *path, int why)
 	return CLI_FAIL;
 }
 
+/* What is at a lock's name that is no lock file, in words. */
+static const char *not_a_lock(const char *path)
+{
+	const char *what = cli_file_type(path);
+
+	return what && strcmp(what, "a regular file") ? what : NULL;
+}
+
 static int show_status(const char *path)
 {
 	struct fsafe_lock_owner o = { .size = sizeof(o) };
@@ -165,6 +173,12 @@ static int show_status(const char *path)
 	if (r == -ENOENT) {
 		printf("%s: not held\n", path);
 		cli_flush_stdout("lock");
+		return CLI_FAIL;
+	}
+	const char *what = r < 0 ? not_a_lock(path) : NULL;
+	if (what) {
+		cli_warn("lock --status %s: %s is there, not a lock file", path,
+		         what);
 		return CLI_FAIL;
 	}
 	if (r < 0) {
@@ -193,21 +207,6 @@ static int check_dir(const char *dir, bool repair)
 
 	snprintf(label, sizeof(label), "lock %s", dir);
 	return cli_damage_status(label, repair, r, &cd);
-}
-
-/* What is at a lock's name that is no lock file, in words. */
-static const char *not_a_lock(const char *path)
-{
-	struct stat st;
-
-	if (lstat(path, &st) < 0)
-		return NULL;
-	return S_ISLNK(st.st_mode)    ? "a symbolic link"
-	       : S_ISDIR(st.st_mode)  ? "a directory"
-	       : S_ISFIFO(st.st_mode) ? "a FIFO"
-	       : S_ISSOCK(st.st_mode) ? "a socket"
-	       : S_ISREG(st.st_mode)  ? NULL
-	                              : "a device";
 }
 
 static volatile sig_atomic_t child_pid;
@@ -289,12 +288,12 @@ static int hold_and_run(struct lock_args *a)
 	return status;
 }
 
-int cmd_lock(void *env, int argc, char **argv)
+int cmd_lock(void *ctx, int argc, char **argv)
 {
 	struct lock_args a = { .opts = FSAFE_LOCK_OPTS_INIT };
 	int r = parse_args(argc, argv, &a);
 
-	(void)env;
+	(void)ctx;
 	if (r != CLI_CONTINUE)
 		return r;
 	if (a.check || a.repair)

@@ -60,7 +60,6 @@ struct spool_args {
 	bool seq;
 	uint64_t from, max, segment_size, max_record;
 	const char *dir;
-	const void *env;
 };
 
 static const struct cli_spec spec_base = { "spool", usage, help, NULL, 0 };
@@ -187,10 +186,7 @@ static int do_append(void *ctx, int argc, char **argv)
 		cli_warn("spool %s: %s: %s", dir, argv[1], strerror(errno));
 		return CLI_FAIL;
 	}
-	if (in == stdin && CLI_STDIN_CLOSED(a->env)) {
-		cli_warn("spool %s: reading input: %s", dir, strerror(EBADF));
-		return CLI_FAIL;
-	}
+
 	int rc = open_spool(dir, a, FSAFE_SPOOL_CREATE, &s);
 	if (rc == CLI_OK) {
 		rc = append_from(s, dir, in, a->sep);
@@ -314,12 +310,13 @@ static const struct cli_verb verbs[] = {
 	{ "stat", do_stat, 0, 0, "print the numbers" },
 };
 
-int cmd_spool(void *env, int argc, char **argv)
+int cmd_spool(void *ctx, int argc, char **argv)
 {
-	struct spool_args a = { .sep = '\n', .env = env };
+	struct spool_args a = { .sep = '\n' };
 	struct cli_args ops;
 	int r = parse(argc, argv, &a, &ops);
 
+	(void)ctx;
 	if (r != CLI_CONTINUE)
 		return r;
 	return cli_dispatch(&spec_base, verbs, sizeof(verbs) / sizeof(verbs[0]),

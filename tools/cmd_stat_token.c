@@ -24,7 +24,7 @@ static const char help[] =
 	"\n"
 	"Exit status: 0 printed, 1 failed, 2 usage error.\n";
 
-int cmd_stat_token(void *env, int argc, char **argv)
+int cmd_stat_token(void *ctx, int argc, char **argv)
 {
 	char token[FSAFE_TOKEN_LEN];
 	unsigned flags = 0;
@@ -37,7 +37,7 @@ int cmd_stat_token(void *env, int argc, char **argv)
 	struct cli_args ops;
 	int r = cli_parse(&spec, argc, argv, &ops);
 
-	(void)env;
+	(void)ctx;
 	if (r != CLI_CONTINUE)
 		return r;
 	if (ops.argc != 1)

@@ -72,7 +72,6 @@ struct args {
 	unsigned damaged;
 	uint64_t version;
 	const char *dir, *op;
-	const void *env;
 	struct cli_args ops;
 	fsafe_store *s;
 };
@@ -158,16 +157,16 @@ static int do_put(void *ctx, int argc, char **argv)
 	size_t len;
 	int r;
 
-	if (fd < 0 || (in && CLI_STDIN_CLOSED(a->env))) {
-		cli_warn("store: %s: %s", in ? "standard input" : file,
-		         strerror(fd < 0 ? errno : EBADF));
+	if (fd < 0) {
+		cli_warn("store: %s: %s", file, strerror(errno));
 		return CLI_FAIL;
 	}
 	r = cli_read_all(fd, SIZE_MAX, &buf, &len);
 	if (fd > 0)
 		close(fd);
 	if (r < 0) {
-		cli_warn("store: %s: %s", file, strerror(-r));
+		cli_warn("store: %s: %s", in ? "standard input" : file,
+		         strerror(-r));
 		return CLI_FAIL;
 	}
 	r = a->has_version
@@ -400,7 +399,9 @@ static int open_and_run(struct args *a, const struct cli_verb *v, int argc,
 	if (read_only(a->op))
 		a->opts.flags |= FSAFE_STORE_NO_SWEEP;
 	if ((r = fsafe_store_open(AT_FDCWD, a->dir, &a->opts, &a->s)) < 0) {
-		cli_warn("store %s: %s", a->dir, fsafe_strerror(r));
+		char label[PATH_MAX + 8];
+		snprintf(label, sizeof(label), "store %s", a->dir);
+		cli_warn_dir(label, a->dir, r);
 		explain(a, r);
 		return CLI_FAIL;
 	}
@@ -409,11 +410,12 @@ static int open_and_run(struct args *a, const struct cli_verb *v, int argc,
 	return r;
 }
 
-int cmd_store(void *env, int argc, char **argv)
+int cmd_store(void *ctx, int argc, char **argv)
 {
-	struct args a = { .opts = FSAFE_STORE_OPTS_INIT, .env = env };
+	struct args a = { .opts = FSAFE_STORE_OPTS_INIT };
 	int r = parse_args(argc, argv, &a);
 
+	(void)ctx;
 	if (r != CLI_CONTINUE)
 		return r;
 	/* check and repair need no open store (opening may sweep); a bad

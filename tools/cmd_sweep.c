@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -90,17 +91,15 @@ static bool sweep_dir(const char *dir, const struct sweep_args *a,
 	                                cancel, &res)
 	             : fsafe_sweep(AT_FDCWD, dir, a->older_than_ms, a->flags,
 	                           cancel, &res);
-	struct fsafe_error e;
-	const char *comp = root ? fsafe_root_last_error(root, &e) : "";
+	char why[PATH_MAX + 128];
 
 	/* Whatever went is listed, even when the sweep stopped half-way. */
 	print_names(dir, res, a->sep);
 	fsafe_sweep_result_free(res);
 	if (r >= 0 || r == -ECANCELED)
 		return true;
-	if (*comp)
-		cli_warn("sweep %s: %s: '%s' (beneath %s): %s", dir, e.step,
-		         comp, a->root, fsafe_strerror(r));
+	if (root && cli_root_refusal(root, a->root, why, sizeof(why)))
+		cli_warn("sweep %s: %s", dir, why);
 	else
 		cli_warn("sweep %s: %s", dir, fsafe_strerror(r));
 	return false;
@@ -138,11 +137,11 @@ static int run(const struct sweep_args *a)
 	return ok ? CLI_OK : CLI_FAIL;
 }
 
-int cmd_sweep(void *env, int argc, char **argv)
+int cmd_sweep(void *ctx, int argc, char **argv)
 {
 	struct sweep_args a = { .sep = '\n' };
 	int r = parse_args(argc, argv, &a);
 
-	(void)env;
+	(void)ctx;
 	return r != CLI_CONTINUE ? r : run(&a);
 }

@@ -40,7 +40,7 @@ static int report(const char *link, int r, const struct fsafe_error *e)
 	return CLI_FAIL;
 }
 
-int cmd_symlink(void *env, int argc, char **argv)
+int cmd_symlink(void *ctx, int argc, char **argv)
 {
 	struct fsafe_error e = { 0 };
 	struct fsafe_write_opts opts = FSAFE_WRITE_OPTS_INIT;
@@ -55,7 +55,7 @@ int cmd_symlink(void *env, int argc, char **argv)
 	struct cli_args ops;
 	int r = cli_parse(&spec, argc, argv, &ops);
 
-	(void)env;
+	(void)ctx;
 	if (r != CLI_CONTINUE)
 		return r;
 	if (ops.argc != 2)

@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -75,7 +76,7 @@ struct write_args {
 	const char *file;
 	const char *root;
 	struct fsafe_write_opts opts;
-	bool batch, stdin_closed;
+	bool batch;
 };
 
 /*
@@ -194,12 +195,11 @@ static int open_root_writer(const struct write_args *a,
 		         a->root, fsafe_strerror(r));
 		return CLI_FAIL;
 	}
+	char why[PATH_MAX + 128];
+
 	r = fsafe_root_writer_open(root, a->file, &a->opts, w);
-	const char *comp = fsafe_root_last_error(root, NULL);
-	if (r < 0 && *comp)
-		cli_warn("write %s: %s: '%s' (beneath %s): %s; %s unchanged",
-		         a->file, e->step, comp, a->root, fsafe_strerror(r),
-		         a->file);
+	if (r < 0 && cli_root_refusal(root, a->root, why, sizeof(why)))
+		cli_warn("write %s: %s; %s unchanged", a->file, why, a->file);
 	else if (r < 0)
 		report(a->file, r, e, a->opts.flags);
 	fsafe_root_close(root);
@@ -290,13 +290,6 @@ static int run(struct write_args *a)
 		         strerror(-r), a->file);
 		return CLI_FAIL;
 	}
-	/* A closed stdin would be reused by the writer's own descriptors,
-	   and we would read back our directory or our stage. */
-	if (a->stdin_closed) {
-		cli_warn("write %s: reading standard input: %s; %s unchanged",
-		         a->file, strerror(EBADF), a->file);
-		return CLI_FAIL;
-	}
 	if ((r = open_writer(a, &e, &w)) != CLI_OK)
 		return r;
 	if ((r = copy_input(w, a, &waitmask)) != 0)
@@ -313,13 +306,13 @@ static int run(struct write_args *a)
 	return CLI_OK;
 }
 
-int cmd_write(void *env, int argc, char **argv)
+int cmd_write(void *ctx, int argc, char **argv)
 {
 	struct write_args a = { .opts = FSAFE_WRITE_OPTS_INIT };
 	int r = parse_args(argc, argv, &a);
 
+	(void)ctx;
 	if (r != CLI_CONTINUE)
 		return r;
-	a.stdin_closed = CLI_STDIN_CLOSED(env);
-	return a.batch ? cli_write_batch(&a.opts, a.stdin_closed) : run(&a);
+	return a.batch ? cli_write_batch(&a.opts) : run(&a);
 }

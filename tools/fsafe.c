@@ -35,9 +35,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-	struct cli_env env;
-
-	if (cli_open_std(&env.closed_std) < 0)
+	if (cli_open_std() < 0)
 		return CLI_FAIL;
 	if (argc < 2) {
 		usage(stderr);
@@ -51,6 +49,6 @@ int main(int argc, char **argv)
 		printf("fsafe %s\n", fsafe_version());
 		return cli_flush_stdout("--version") ? CLI_OK : CLI_FAIL;
 	}
-	return cli_dispatch(&spec, commands, NCOMMANDS, &env, argc - 1,
+	return cli_dispatch(&spec, commands, NCOMMANDS, NULL, argc - 1,
 	                    argv + 1);
 }
