@@ -57,21 +57,28 @@ static int report(const struct walk *w, int dfd, const char *name,
 	return w->fn(e, w->arg);
 }
 
-/* A directory of the layout that cannot be listed, as a stray. */
-static int report_dir(const struct walk *w, const char *parent,
+/* A directory of the layout (or a consumer's) that is missing or is no
+   directory, as a stray named by what stands there instead
+   (O_DIRECTORY|O_NOFOLLOW answers ENOTDIR for a link as for a file). */
+static int report_dir(const struct walk *w, int dfd, const char *parent,
                       const char *name, int err)
 {
 	struct fsafe_inbox_entry e = {
 		.name = name,
 		.state = FSAFE_INBOX_STRAY,
 		.dir = parent,
-		.problem = err == -ENOENT                      ? "missing"
-		           : err == -ELOOP                     ? "symbolic link, "
-		                                                 "not followed"
-		           : err == -ENOTDIR                   ? "not a directory"
-		                                               : "unreadable",
+		.problem = "missing",
 	};
+	struct stat st;
 
+	/* Anything else (EACCES, EMFILE, EIO) is no verdict on the layout. */
+	if (err != -ENOENT && err != -ENOTDIR && err != -ELOOP)
+		return err;
+	if ((err == -ENOTDIR || err == -ELOOP) &&
+	    fsafe__fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		e.problem = S_ISREG(st.st_mode) ? "regular file, not a "
+		                                  "directory"
+		                                : type_name(st.st_mode);
 	return w->fn(&e, w->arg);
 }
 
@@ -118,7 +125,7 @@ static int list_dir(const struct walk *w, int dfd, const char *parent,
 	if (fd == -ENOENT && optional)
 		return 0;
 	if (fd < 0)
-		return report_dir(w, parent, name, fd);
+		return report_dir(w, dfd, parent, name, fd);
 	int r = list_files(w, fd, proto);
 	fsafe__close(fd);
 	return r;
@@ -134,7 +141,7 @@ static int list_claimed(const struct walk *w, int ibfd)
 	int cfd = fsafe__open_subdir(ibfd, "claimed"), r;
 
 	if (cfd < 0)
-		return report_dir(w, "", "claimed", cfd);
+		return report_dir(w, ibfd, "", "claimed", cfd);
 	fsafe__dir_init(&d, cfd);
 	while ((r = fsafe__dir_next(&d, &name, &type)) > 0) {
 		char dir[8 + 2 + FSAFE_INBOX_NAME_MAX + 1];

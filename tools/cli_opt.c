@@ -299,6 +299,8 @@ int cli_parse(const struct cli_spec *spec, int argc, char **argv,
 		if (r != CLI_CONTINUE)
 			return r;
 	}
+	/* NULL-terminated like argv, for a COMMAND handed to exec. */
+	argv[1 + n] = NULL;
 	out->argc = n;
 	out->argv = argv + 1;
 	return CLI_CONTINUE;
