@@ -132,13 +132,3 @@ void cli_warn_dir(const char *label, const char *path, int r)
 	else
 		cli_warn("%s: %s", label, fsafe_strerror(r));
 }
-
-void cli_warn_error(const char *label, int r, const struct fsafe_error *e)
-{
-	const char *why = fsafe_strerror(e && e->sys_errno ? -e->sys_errno : r);
-
-	if (e && e->step)
-		cli_warn("%s: %s: %s", label, e->step, why);
-	else
-		cli_warn("%s: %s", label, why);
-}

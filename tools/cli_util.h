@@ -59,8 +59,4 @@ const char *cli_file_type(const char *path);
    dangling link), else "LABEL: ERROR". */
 void cli_warn_dir(const char *label, const char *path, int r);
 
-/* "fsafe: LABEL: STEP: ERROR" (or without the step if e has none): the
-   library's detail of a failed call, in one place. */
-void cli_warn_error(const char *label, int r, const struct fsafe_error *e);
-
 #endif
