@@ -161,12 +161,18 @@ COMMANDS=(write sweep is-staging lock store inbox spool checkpoint symlink
 	[ "$status" -eq 3 ]
 }
 
+# closed CMD...: runs the fsafe subcommand CMD with standard input closed,
+# bounded in time (a read of the wrong descriptor could block).
+closed() {
+	timeout 10 bash -c '"$@" <&-' closed "$FSAFE" "$@"
+}
+
 @test "a closed standard input, output or error is never a directory the CLI opened" {
 	"$FSAFE" store -c s put k <<< v
-	run --separate-stderr timeout 10 "$FSAFE" store s ls <&-
+	run --separate-stderr closed store s ls
 	[ "$status" -eq 0 ]
 	[ "$output" = k ]
-	run --separate-stderr timeout 10 "$FSAFE" store s put k2 <&-
+	run --separate-stderr closed store s put k2
 	[ "$status" -eq 1 ]
 	[[ $stderr == *"Bad file descriptor"* ]]
 	[[ $stderr != *"Is a directory"* ]]
@@ -174,20 +180,20 @@ COMMANDS=(write sweep is-staging lock store inbox spool checkpoint symlink
 	[ "$status" -eq 1 ]
 	run timeout 10 bash -c "'$FSAFE' store s get k >&-"
 	[ "$status" -eq 1 ]
-	run timeout 10 "$FSAFE" store s get k 2>&-
+	run timeout 10 bash -c "'$FSAFE' store s get k 2>&-"
 	[ "$output" = v ]
 	echo m | "$FSAFE" inbox ib put > /dev/null
-	run --separate-stderr timeout 10 "$FSAFE" inbox ib ls <&-
+	run --separate-stderr closed inbox ib ls
 	[ "$status" -eq 0 ]
 	[[ $output == "new "* ]]
-	run --separate-stderr timeout 10 "$FSAFE" inbox ib put <&-
+	run --separate-stderr closed inbox ib put
 	[ "$status" -eq 1 ]
 	[[ $stderr != *"Is a directory"* ]]
 	echo r | "$FSAFE" spool sp append
-	run --separate-stderr timeout 10 "$FSAFE" spool sp read <&-
+	run --separate-stderr closed spool sp read
 	[ "$status" -eq 0 ]
 	[ "$output" = r ]
-	run --separate-stderr timeout 10 "$FSAFE" spool sp append <&-
+	run --separate-stderr closed spool sp append
 	[ "$status" -eq 1 ]
 	[[ $stderr != *"Is a directory"* ]]
 	[ "$("$FSAFE" spool sp read)" = r ]
