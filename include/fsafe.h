@@ -295,11 +295,12 @@ struct fsafe_write_opts {
 	                              may set it. */
 	struct fsafe_error *error; /* optional: filled in on failure */
 	/* Optional: a token from fsafe_token_get(). Publish only if the
-	   target is still that file; else -ESTALE with the target untouched
-	   (also when it is gone). Writers given a token serialise on the old
-	   target (a flock held from the comparison to the rename), so of
-	   writers racing with the same token exactly one publishes (the
-	   publish waits, too, for a flock anyone else holds on the target).
+	   target is still that file; else FSAFE_ECONFLICT with the target
+	   untouched (also when it is gone). Writers given a token serialise
+	   on the old target (a flock held from the comparison to the
+	   rename), so of writers racing with the same token exactly one
+	   publishes (the publish waits, too, for a flock anyone else holds
+	   on the target).
 	   For a regular file (-EOPNOTSUPP otherwise). -EINVAL for a
 	   malformed token. */
 	const char *if_unchanged;
@@ -321,8 +322,8 @@ struct fsafe_write_opts {
  * negative errno with the target unchanged (-EEXIST with FSAFE_CREATE_ONLY,
  * -EISDIR when the target is a directory, -EBADFD when it is a device, a
  * FIFO or a socket: refused before anything is staged, never written
- * through nor replaced; -EMLINK with FSAFE_NO_SPLIT_LINKS, -ESTALE with
- * if_unchanged, -EBUSY when the target is a mount point, -EINVAL for an
+ * through nor replaced; -EMLINK with FSAFE_NO_SPLIT_LINKS, FSAFE_ECONFLICT
+ * with if_unchanged, -EBUSY when the target is a mount point, -EINVAL for an
  * empty path or a path ending in '/', '.' or '..', and for a NULL `buf`
  * with a non-zero `len`).
  *

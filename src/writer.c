@@ -105,7 +105,8 @@ static int fail(fsafe_writer *w, int r, const char *step)
 {
 	if (!w->err) {
 		w->err = r;
-		w->sys_errno = -r;
+		/* A conflict is no system call's failure: no errno. */
+		w->sys_errno = r == FSAFE_ECONFLICT ? 0 : -r;
 		w->step = step;
 	}
 	return w->err;
@@ -274,7 +275,7 @@ static int check_target(fsafe_writer *w)
 	const char *special;
 
 	if (!w->t.exists) /* st is not filled in */
-		return w->conditional ? fail(w, -ESTALE, "compare") : 0;
+		return w->conditional ? fail(w, FSAFE_ECONFLICT, "compare") : 0;
 	special = fsafe__special_type(st->st_mode);
 	if (S_ISDIR(st->st_mode))
 		return fail(w, -EISDIR, "stat");
@@ -288,7 +289,7 @@ static int check_target(fsafe_writer *w)
 	if (w->conditional && !S_ISREG(st->st_mode))
 		return fail(w, -EOPNOTSUPP, "compare");
 	if (w->conditional && !fsafe__token_matches(&w->token, st))
-		return fail(w, -ESTALE, "compare");
+		return fail(w, FSAFE_ECONFLICT, "compare");
 	return 0;
 }
 
@@ -551,7 +552,7 @@ static int lock_unchanged(fsafe_writer *w)
 	int r = fd;
 
 	if (fd == -ENOENT || fd == -ELOOP)
-		return fail(w, -ESTALE, "compare");
+		return fail(w, FSAFE_ECONFLICT, "compare");
 	if (fd < 0)
 		return fail(w, fd, "open");
 	if ((r = fsafe__flock(fd, LOCK_EX)) < 0) {
@@ -560,11 +561,12 @@ static int lock_unchanged(fsafe_writer *w)
 	}
 	r = fsafe__fstatat(w->t.dirfd, w->t.name, &st, AT_SYMLINK_NOFOLLOW);
 	if (r == 0 && !fsafe__token_matches(&w->token, &st))
-		r = -ESTALE;
+		r = FSAFE_ECONFLICT;
+	if (r == -ENOENT)
+		r = FSAFE_ECONFLICT;
 	if (r < 0) {
 		fsafe__close(fd);
-		return fail(w, r == -ENOENT ? -ESTALE : r,
-		            r == -ESTALE || r == -ENOENT ? "compare" : "stat");
+		return fail(w, r, r == FSAFE_ECONFLICT ? "compare" : "stat");
 	}
 	return fd;
 }

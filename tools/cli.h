@@ -4,13 +4,9 @@
 
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
 
-struct cli_command {
-	const char *name;
-	int (*run)(int argc, char **argv); /* argv[0] is the command name */
-	const char *summary;
-};
-
-#define CLI_COMMAND(name, fn, summary) int fn(int argc, char **argv);
+/* A subcommand: ctx is NULL; argv[0] is its name (see cli_opt.h). */
+#define CLI_COMMAND(name, fn, summary) \
+	int fn(void *ctx, int argc, char **argv);
 #include "commands.def"
 #undef CLI_COMMAND
 

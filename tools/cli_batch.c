@@ -35,32 +35,6 @@ struct pair {
 	int item; /* index in the batch, or -1 if it failed before */
 };
 
-/* All of standard input, NUL-terminated one past its end. */
-static char *slurp(size_t *len)
-{
-	size_t cap = 4096, n = 0;
-	char *buf = malloc(cap + 1);
-	ssize_t k;
-
-	while (buf && (k = read(STDIN_FILENO, buf + n, cap - n)) != 0) {
-		if (k < 0) {
-			if (errno == EINTR && !cli_signal_caught())
-				continue;
-			free(buf);
-			return NULL;
-		}
-		if ((n += (size_t)k) == cap) {
-			char *more = realloc(buf, (cap *= 2) + 1);
-			if (!more)
-				free(buf);
-			buf = more;
-		}
-	}
-	if (buf)
-		buf[n] = '\0';
-	*len = n;
-	return buf;
-}
 
 static void pair_fail(struct pair *p, int r, const char *step)
 {
@@ -182,17 +156,18 @@ static ssize_t parse_pairs(char *in, size_t len, struct pair **out,
 int cli_write_batch(const struct fsafe_write_opts *opts)
 {
 	struct pair *pairs = NULL;
+	char *in = NULL;
 	size_t len;
-	int failed = 0;
+	int failed = 0, r;
 
 	if (cli_signal_catch(NULL) < 0)
 		return CLI_FAIL;
-	char *in = slurp(&len);
-	if (!in) {
+	r = cli_read_all(STDIN_FILENO, SIZE_MAX, &in, &len);
+	if (r < 0) {
 		if (cli_signal_caught())
 			return cli_signal_reraise();
 		cli_warn("write --batch: reading standard input: %s; nothing "
-		         "written", strerror(errno));
+		         "written", strerror(-r));
 		return CLI_FAIL;
 	}
 	ssize_t n = parse_pairs(in, len, &pairs, opts);

@@ -14,7 +14,15 @@ static int print_check(const struct fsafe_damage *d, void *arg)
 
 int cli_damage_warn(const struct fsafe_damage *d, void *arg)
 {
-	cli_warn("%s: %s: %s", (const char *)arg, d->path, d->what);
+	const char *label = arg;
+
+	if (d->action)
+		cli_warn("%s: %s: %s: %s", label, d->path, d->what, d->action);
+	else if (d->lost)
+		cli_warn("%s: %s: %s: %llu records lost", label, d->path,
+		         d->what, (unsigned long long)d->lost);
+	else
+		cli_warn("%s: %s: %s", label, d->path, d->what);
 	return 0;
 }
 

@@ -16,7 +16,8 @@ struct cli_damage {
 fsafe_damage_fn cli_damage_printer(bool repair);
 
 /* The same problem as a one-line warning on standard error, for commands
-   that meet damage on their way; arg is the store's "KIND DIR" label. */
+   that meet damage on their way, with what was done about it (or the
+   records it cost); arg is the store's "KIND DIR" label. */
 int cli_damage_warn(const struct fsafe_damage *d, void *arg);
 
 /*

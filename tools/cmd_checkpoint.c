@@ -7,7 +7,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
+#include <limits.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +18,8 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_damage.h"
+#include "cli_opt.h"
 #include "cli_util.h"
 #include "fsafe.h"
 
@@ -54,46 +56,51 @@ static const char help[] =
 	"2 usage error (check: or the check could not run).\n";
 
 struct ck_args {
-	const char *revision;
+	const char *dir, *revision;
 	uint64_t generation;
 	bool fallback;
 };
 
-static int parse(int argc, char **argv, struct ck_args *a, bool *helped)
-{
-	static const struct option longopts[] = {
-		{ "revision", required_argument, NULL, 'r' },
-		{ "generation", required_argument, NULL, 'g' },
-		{ "fallback", no_argument, NULL, 'f' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
-	char *end;
-	int c;
+static const struct cli_spec spec_base = { "checkpoint", usage, help, NULL,
+	                                   0 };
 
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":r:g:fh", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'r': a->revision = optarg; break;
-		case 'f': a->fallback = true; break;
-		case 'g':
-			errno = 0;
-			a->generation = strtoull(optarg, &end, 10);
-			if (errno || *end || !a->generation || *optarg == '-')
-				return cli_usage_error("checkpoint",
-				        "--generation takes a positive number",
-				        usage);
-			break;
-		case 'h':
-			*helped = true;
-			fputs(usage, stdout);
-			fputs(help, stdout);
-			return cli_flush_stdout("checkpoint") ? CLI_OK : CLI_FAIL;
-		default:
-			return cli_bad_option("checkpoint", argv, c, usage);
-		}
-	}
-	return CLI_OK;
+/* The library's rule for a revision (fsafe/checkpoint.h), checked here
+   so that a bad one is a usage error naming the problem, not a failed
+   open. */
+static const char *bad_revision(const char *r)
+{
+	if (strlen(r) > FSAFE_CHECKPOINT_REVISION_MAX)
+		return "longer than 1024 bytes";
+	for (; *r; r++)
+		if ((unsigned char)*r < 0x20 || *r == 0x7f)
+			return "holds a control character (a newline, a tab...)";
+	return NULL;
+}
+
+static int parse(int argc, char **argv, struct ck_args *a,
+                 struct cli_args *ops)
+{
+	const struct cli_opt opts[] = {
+		CLI_STRING('r', "revision", &a->revision),
+		CLI_UINT('g', "generation", &a->generation, 1, UINT64_MAX,
+		         NULL),
+		CLI_FLAG('f', "fallback", &a->fallback),
+		CLI_HELP,
+		CLI_END,
+	};
+	struct cli_spec spec = spec_base;
+	const char *why;
+	int r;
+
+	spec.opts = opts;
+	if ((r = cli_parse(&spec, argc, argv, ops)) != CLI_CONTINUE)
+		return r;
+	if (a->revision && (why = bad_revision(a->revision)))
+		return cli_spec_error(&spec, "--revision %s", why);
+	if (ops->argc < 2)
+		return cli_spec_error(&spec, "DIR and a command are required");
+	a->dir = ops->argv[0];
+	return CLI_CONTINUE;
 }
 
 static int open_ck(const char *dir, unsigned flags, const char *revision,
@@ -120,35 +127,19 @@ static int open_ck(const char *dir, unsigned flags, const char *revision,
 
 /* ---- check and repair ---------------------------------------------------- */
 
-struct problems {
-	FILE *to;        /* stdout for check and verify; stderr for warnings */
-	const char *dir; /* warnings: the prefix */
-};
-
-static int put_problem(const struct fsafe_damage *d, void *arg)
-{
-	const struct problems *p = arg;
-
-	if (p->to == stderr)
-		cli_warn("checkpoint %s: %s: %s", p->dir, d->path, d->what);
-	else if (d->action)
-		fprintf(p->to, "%s: %s: %s\n", d->path, d->what, d->action);
-	else
-		fprintf(p->to, "%s: %s\n", d->path, d->what);
-	return 0;
-}
-
 /* Every problem check finds, printed; their number or -errno. */
-static int run_check(const char *dir, FILE *to)
+static int run_check(const char *dir)
 {
-	struct problems p = { to, dir };
-
-	return fsafe_checkpoint_check(AT_FDCWD, dir, put_problem, &p);
+	return fsafe_checkpoint_check(AT_FDCWD, dir, cli_damage_printer(false),
+	                              NULL);
 }
 
-static int do_check(const char *dir)
+static int do_check(void *ctx, int argc, char **argv)
 {
-	int n = run_check(dir, stdout);
+	const char *dir = ((const struct ck_args *)ctx)->dir;
+	int n = run_check(dir);
+
+	(void)argc, (void)argv;
 
 	if (n < 0) {
 		cli_warn("checkpoint %s: check: %s", dir, fsafe_strerror(n));
@@ -159,11 +150,14 @@ static int do_check(const char *dir)
 	return n ? CLI_FAIL : CLI_OK;
 }
 
-static int do_repair(const char *dir)
+static int do_repair(void *ctx, int argc, char **argv)
 {
-	struct problems p = { stdout, dir };
-	int n = fsafe_checkpoint_repair(AT_FDCWD, dir, put_problem, &p);
+	const char *dir = ((const struct ck_args *)ctx)->dir;
+	struct cli_damage cd = { 0 };
+	int n = fsafe_checkpoint_repair(AT_FDCWD, dir, cli_damage_printer(true),
+	                                &cd);
 
+	(void)argc, (void)argv;
 	if (n == -EWOULDBLOCK) {
 		cli_warn("checkpoint %s: another writer holds it", dir);
 		return CLI_FAIL;
@@ -214,17 +208,17 @@ static int stream_file(fsafe_checkpoint_tx *tx, const char *path)
 	return r;
 }
 
-static int do_save(const char *dir, char **files, int n,
-                   const struct ck_args *a)
+static int do_save(void *ctx, int argc, char **argv)
 {
+	const struct ck_args *a = ctx;
+	const char *dir = a->dir;
+	char **files = argv + 1;
+	int n = argc - 1;
 	fsafe_checkpoint *cp;
 	fsafe_checkpoint_tx *tx;
 	uint64_t gen;
 	int r;
 
-	if (n == 0)
-		return cli_usage_error("checkpoint", "save: FILE is missing",
-		                       usage);
 	if (open_ck(dir, FSAFE_CHECKPOINT_CREATE | FSAFE_CHECKPOINT_NO_WAIT,
 	            a->revision, &cp) < 0)
 		return CLI_FAIL;
@@ -333,18 +327,17 @@ static int write_out(const char *outdir, const fsafe_checkpoint_snapshot *s)
 	return r;
 }
 
-static int do_load(const char *dir, char **rest, int n,
-                   const struct ck_args *a)
+static int do_load(void *ctx, int argc, char **argv)
 {
+	const struct ck_args *a = ctx;
+	const char *dir = a->dir;
+	char **rest = argv + 1;
 	struct fsafe_checkpoint_load_opts lo = FSAFE_CHECKPOINT_LOAD_OPTS_INIT;
 	struct fsafe_checkpoint_damage dm;
 	fsafe_checkpoint_snapshot *s;
 	fsafe_checkpoint *cp;
 
-	if (n != 1)
-		return cli_usage_error("checkpoint", n ? "load: one OUTDIR"
-		                                       : "load: OUTDIR is missing",
-		                       usage);
+	(void)argc;
 	if (open_ck(dir, FSAFE_CHECKPOINT_READ_ONLY, a->revision, &cp) < 0)
 		return CLI_FAIL;
 	lo.generation = a->generation;
@@ -457,12 +450,14 @@ static int print_event(const struct fsafe_checkpoint_event *e, void *arg)
 	return 0;
 }
 
-static int do_log(const char *dir)
+static int do_log(void *ctx, int argc, char **argv)
 {
+	const char *dir = ((const struct ck_args *)ctx)->dir;
 	size_t damaged;
 	int r = fsafe_checkpoint_events(AT_FDCWD, dir, print_event, NULL,
 	                                &damaged);
 
+	(void)argc, (void)argv;
 	if (r == -ENOENT) {
 		cli_warn("checkpoint %s: no event log", dir);
 		return CLI_FAIL;
@@ -500,54 +495,44 @@ static int do_verify(const char *dir, fsafe_checkpoint *cp)
 	}
 	free(v);
 	/* verify fails whenever check would: CURRENT, the log, strays. */
-	int n2 = run_check(dir, stdout);
+	int n2 = run_check(dir);
 	bad += n2 != 0;
 	return bad || !cli_flush_stdout("checkpoint") ? CLI_FAIL : CLI_OK;
 }
 
-static int inspect(const char *dir, const char *verb)
+/* ls and verify: on the checkpoint opened read-only. */
+static int inspect(void *ctx, int argc, char **argv)
 {
+	const char *dir = ((const struct ck_args *)ctx)->dir;
 	fsafe_checkpoint *cp;
 
-	if (!strcmp(verb, "log"))
-		return do_log(dir);
+	(void)argc;
 	if (open_ck(dir, FSAFE_CHECKPOINT_READ_ONLY, NULL, &cp) < 0)
 		return CLI_FAIL;
-	int r = !strcmp(verb, "ls") ? do_ls(dir, cp) : do_verify(dir, cp);
+	int r = !strcmp(argv[0], "ls") ? do_ls(dir, cp) : do_verify(dir, cp);
 	fsafe_checkpoint_close(cp);
 	return r;
 }
 
-int cmd_checkpoint(int argc, char **argv)
+static const struct cli_verb verbs[] = {
+	{ "save", do_save, 1, INT_MAX, "save FILEs as a new generation" },
+	{ "load", do_load, 1, 1, "write the current set into OUTDIR" },
+	{ "ls", inspect, 0, 0, "list the generations" },
+	{ "log", do_log, 0, 0, "print the audit trail" },
+	{ "verify", inspect, 0, 0, "check every generation's hashes" },
+	{ "check", do_check, 0, 0, "report damage" },
+	{ "repair", do_repair, 0, 0, "quarantine damage" },
+};
+
+int cmd_checkpoint(void *ctx, int argc, char **argv)
 {
 	struct ck_args a = { 0 };
-	bool helped = false;
-	int r = parse(argc, argv, &a, &helped);
+	struct cli_args ops;
+	int r = parse(argc, argv, &a, &ops);
 
-	if (r != CLI_OK || helped)
+	(void)ctx;
+	if (r != CLI_CONTINUE)
 		return r;
-	if (argc - optind < 2)
-		return cli_usage_error("checkpoint", "DIR and a command are "
-		                       "required", usage);
-	/* getopt_long moved the options (which may follow the command) in
-	   front: what is left is DIR, the command and its operands. */
-	const char *dir = argv[optind], *verb = argv[optind + 1];
-	char **rest = argv + optind + 2;
-	int nrest = argc - optind - 2;
-	if (!strcmp(verb, "save"))
-		return do_save(dir, rest, nrest, &a);
-	if (!strcmp(verb, "load"))
-		return do_load(dir, rest, nrest, &a);
-	bool rw = !strcmp(verb, "check") || !strcmp(verb, "repair");
-	if (rw || !strcmp(verb, "ls") || !strcmp(verb, "log") ||
-	    !strcmp(verb, "verify")) {
-		if (nrest)
-			return cli_usage_error("checkpoint", "too many arguments",
-			                       usage);
-		if (rw)
-			return !strcmp(verb, "check") ? do_check(dir)
-			                              : do_repair(dir);
-		return inspect(dir, verb);
-	}
-	return cli_usage_error("checkpoint", "unknown command", usage);
+	return cli_dispatch(&spec_base, verbs, sizeof(verbs) / sizeof(verbs[0]),
+	                    &a, ops.argc - 1, ops.argv + 1);
 }

@@ -8,10 +8,9 @@
  * operator declaring that consumer gone), does.
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +18,8 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "cli_duration.h"
+#include "cli_damage.h"
+#include "cli_opt.h"
 #include "cli_util.h"
 #include "fsafe.h"
 
@@ -64,123 +64,48 @@ static const char help[] =
 
 struct inbox_args {
 	const char *dir, *verb, *arg, *consumer;
-	bool wait, content, recover_named, help;
+	bool wait, content, recover_named, has_timeout;
 	uint64_t timeout_ms, older_ms, max;
 	unsigned flags;
 };
 
-static int parse_duration(const char *what, const char *s, uint64_t *ms)
+static const struct cli_spec spec_base = { "inbox", usage, help, NULL, 0 };
+
+static int parse_args(int argc, char **argv, struct inbox_args *a,
+                      struct cli_args *ops)
 {
-	char why[128];
-
-	if (cli_parse_duration(s, ms) == 0)
-		return CLI_OK;
-	snprintf(why, sizeof(why), "%s: not a duration: '%s'", what, s);
-	return cli_usage_error("inbox", why, usage);
-}
-
-static int parse_option(int c, struct inbox_args *a, char **argv)
-{
-	char *end;
-
-	switch (c) {
-	case 'c': a->consumer = optarg; a->recover_named = true; break;
-	case 'w': a->wait = true; break;
-	case 't':
-		a->wait = true;
-		return parse_duration("--timeout", optarg, &a->timeout_ms);
-	case 'p': a->content = true; break;
-	case 'o': return parse_duration("--older-than", optarg, &a->older_ms);
-	case 'k': a->flags |= FSAFE_INBOX_KEEP_DONE; break;
-	case 'm':
-		errno = 0;
-		a->max = strtoull(optarg, &end, 10);
-		if (errno || *end || !*optarg || a->max == 0)
-			return cli_usage_error("inbox", "--max-size: not a "
-			                       "positive number", usage);
-		break;
-	case 'h': a->help = true; break;
-	default: return cli_bad_option("inbox", argv, c, usage);
-	}
-	return CLI_OK;
-}
-
-static int parse_args(int argc, char **argv, struct inbox_args *a)
-{
-	static const struct option longopts[] = {
-		{ "consumer", required_argument, NULL, 'c' },
-		{ "wait", no_argument, NULL, 'w' },
-		{ "timeout", required_argument, NULL, 't' },
-		{ "content", no_argument, NULL, 'p' },
-		{ "older-than", required_argument, NULL, 'o' },
-		{ "keep-done", no_argument, NULL, 'k' },
-		{ "max-size", required_argument, NULL, 'm' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
+	const struct cli_opt opts[] = {
+		CLI_STRING('c', "consumer", &a->consumer),
+		CLI_FLAG('w', "wait", &a->wait),
+		CLI_TIMEOUT('t', "timeout", &a->timeout_ms, &a->has_timeout),
+		CLI_FLAG('p', "content", &a->content),
+		CLI_DURATION('o', "older-than", &a->older_ms, INT64_MAX, NULL),
+		CLI_BIT('k', "keep-done", &a->flags, FSAFE_INBOX_KEEP_DONE),
+		CLI_SIZE('m', "max-size", &a->max, 1, UINT64_MAX),
+		CLI_HELP,
+		CLI_END,
 	};
-	const char *pos[3] = { NULL, NULL, NULL };
-	int c, r, npos = 0;
+	struct cli_spec spec = spec_base;
+	int r;
 
-	opterr = 0;
-	/* Options may come anywhere: "+" is not used, positional words are
-	   collected as getopt permutes them to the end. */
-	while ((c = getopt_long(argc, argv, ":c:wt:po:km:h", longopts,
-	                        NULL)) != -1)
-		if ((r = parse_option(c, a, argv)) != CLI_OK)
-			return r;
-	if (a->help)
-		return CLI_OK;
-	for (int i = optind; i < argc; i++) {
-		if (npos == 3)
-			return cli_usage_error("inbox", "too many arguments",
-			                       usage);
-		pos[npos++] = argv[i];
-	}
-	if (npos < 2)
-		return cli_usage_error("inbox", "DIR and a command are needed",
-		                       usage);
-	a->dir = pos[0];
-	a->verb = pos[1];
-	a->arg = pos[2];
-	return CLI_OK;
+	spec.opts = opts;
+	if ((r = cli_parse(&spec, argc, argv, ops)) != CLI_CONTINUE)
+		return r;
+	if (ops->argc < 2)
+		return cli_spec_error(&spec, "DIR and a command are needed");
+	a->recover_named = a->consumer != NULL;
+	if (!a->consumer)
+		a->consumer = "cli";
+	/* --timeout implies --wait, but 0 is "do not wait": one attempt. */
+	if (a->has_timeout)
+		a->wait = a->timeout_ms != 0;
+	a->dir = ops->argv[0];
+	a->verb = ops->argv[1];
+	a->arg = ops->argc > 2 ? ops->argv[2] : NULL;
+	return CLI_CONTINUE;
 }
 
 /* ---- put ----------------------------------------------------------------- */
-
-/* The whole of fd, up to max bytes (-EMSGSIZE beyond). */
-static int slurp(int fd, uint64_t max, char **out, size_t *len)
-{
-	size_t cap = 65536, n = 0;
-	char *buf = malloc(cap);
-
-	for (;;) {
-		if (!buf)
-			return -ENOMEM;
-		ssize_t k = read(fd, buf + n, cap - n);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0) {
-			free(buf);
-			return -errno;
-		}
-		if (k == 0)
-			break;
-		n += (size_t)k;
-		if (n > max) {
-			free(buf);
-			return -EMSGSIZE;
-		}
-		if (n == cap) {
-			char *b = realloc(buf, cap *= 2);
-			if (!b)
-				free(buf);
-			buf = b;
-		}
-	}
-	*out = buf;
-	*len = n;
-	return 0;
-}
 
 static int do_put(fsafe_inbox *ib, const struct inbox_args *a)
 {
@@ -194,7 +119,8 @@ static int do_put(fsafe_inbox *ib, const struct inbox_args *a)
 		cli_warn("inbox put: %s: %s", src, strerror(errno));
 		return CLI_FAIL;
 	}
-	r = slurp(fd, a->max ? a->max : FSAFE_INBOX_MAX_DEFAULT, &buf, &len);
+	r = cli_read_all(fd, a->max ? a->max : FSAFE_INBOX_MAX_DEFAULT, &buf,
+	                 &len);
 	if (src)
 		close(fd);
 	if (r == 0)
@@ -217,7 +143,7 @@ static int do_put(fsafe_inbox *ib, const struct inbox_args *a)
 static int take_waiting(fsafe_inbox_consumer *c, const struct inbox_args *a,
                         fsafe_inbox_msg **m)
 {
-	uint64_t limit = a->timeout_ms ? a->timeout_ms : FSAFE_FOREVER;
+	uint64_t limit = a->has_timeout ? a->timeout_ms : FSAFE_FOREVER;
 	int r;
 
 	while ((r = fsafe_inbox_take(c, m)) == -EAGAIN && a->wait)
@@ -327,87 +253,60 @@ static int do_recover(fsafe_inbox *ib, const struct inbox_args *a)
 	return cli_flush_stdout("inbox") ? CLI_OK : CLI_FAIL;
 }
 
-/* Print "<kind> [<consumer> ]<name>" for each entry of the directory
-   `sub` of fd; never through a symbolic link (a link in the inbox's layout
-   is damage: reported, not followed). Counts the entries in *n. */
-static bool list(const char *dir, int fd, const char *sub, const char *kind,
-                 const char *consumer, unsigned *n)
-{
-	struct dirent *e;
-	int sfd = openat(fd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-	                          O_CLOEXEC);
-	DIR *d = sfd < 0 ? NULL : fdopendir(sfd);
+struct ls {
+	const char *dir;
+	unsigned quarantined;
+	bool stray;
+};
 
-	if (!d) {
-		cli_warn("inbox %s ls: %s%s%s: %s", dir,
-		         consumer ? "claimed/" : "", sub,
-		         errno == ELOOP || errno == ENOTDIR
-		                 ? " (not followed; see check)" : "",
-		         strerror(errno));
-		if (sfd >= 0)
-			close(sfd);
-		return false;
+/* "new ID", "claimed CONSUMER ID", "quarantine NAME"; a stray goes to
+   standard error (it is damage, see check), never followed. */
+static int print_entry(const struct fsafe_inbox_entry *e, void *arg)
+{
+	struct ls *ls = arg;
+	const char *slash = *e->dir ? "/" : "";
+
+	switch (e->state) {
+	case FSAFE_INBOX_NEW: printf("new %s\n", e->name); break;
+	case FSAFE_INBOX_CLAIMED:
+		printf("claimed %s %s\n", e->dir + strlen("claimed/"), e->name);
+		break;
+	case FSAFE_INBOX_QUARANTINED:
+		printf("quarantine %s\n", e->name);
+		ls->quarantined++;
+		break;
+	case FSAFE_INBOX_STRAY:
+		cli_warn("inbox %s ls: %s%s%s (not followed; see check): %s",
+		         ls->dir, e->dir, slash, e->name, e->problem);
+		ls->stray = true;
+		break;
 	}
-	while ((e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
-		    fsafe_is_staging_name(e->d_name))
-			continue;
-		if (consumer && !strcmp(e->d_name, "owner"))
-			continue;
-		if (!consumer && !strcmp(kind, "claimed")) {
-			/* n-NAME or p-TOKEN: show the consumer's name. */
-			list(dir, sfd, e->d_name, kind, e->d_name, n);
-			continue;
-		}
-		if (consumer)
-			printf("%s %s %s\n", kind, consumer, e->d_name);
-		else
-			printf("%s %s\n", kind, e->d_name);
-		size_t k = strlen(e->d_name);
-		/* A quarantined file's reason is not one more file. */
-		*n += k < 7 || strcmp(e->d_name + k - 7, ".reason") != 0;
-	}
-	closedir(d);
-	return true;
+	return 0;
 }
 
 static int do_ls(const struct inbox_args *a)
 {
-	unsigned n = 0, quarantined = 0;
-	int fd = open(a->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct ls ls = { .dir = a->dir };
+	int r = fsafe_inbox_list(AT_FDCWD, a->dir, print_entry, &ls);
 
-	if (fd < 0) {
-		cli_warn("inbox %s ls: %s", a->dir, strerror(errno));
+	if (r < 0) {
+		cli_warn("inbox %s ls: %s", a->dir, fsafe_strerror(r));
 		return CLI_FAIL;
 	}
-	bool ok = list(a->dir, fd, "new", "new", NULL, &n);
-	ok = list(a->dir, fd, "claimed", "claimed", NULL, &n) && ok;
-	ok = list(a->dir, fd, "quarantine", "quarantine", NULL, &quarantined) &&
-	     ok;
-	close(fd);
-	printf("quarantined %u\n", quarantined);
-	return ok && cli_flush_stdout("inbox") ? CLI_OK : CLI_FAIL;
+	printf("quarantined %u\n", ls.quarantined);
+	return !ls.stray && cli_flush_stdout("inbox") ? CLI_OK : CLI_FAIL;
 }
 
 /* ---- check, repair ---------------------------------------------------------- */
 
-static int print_damage(const struct fsafe_damage *d, void *arg)
-{
-	(void)arg;
-	if (d->action)
-		printf("%s: %s: %s\n", d->path, d->what, d->action);
-	else
-		printf("%s: %s\n", d->path, d->what);
-	return 0;
-}
-
 static int do_check(const struct inbox_args *a)
 {
 	bool repair = !strcmp(a->verb, "repair");
-	int r = repair ? fsafe_inbox_repair(AT_FDCWD, a->dir, print_damage,
-	                                    NULL)
-	               : fsafe_inbox_check(AT_FDCWD, a->dir, print_damage,
-	                                   NULL);
+	struct cli_damage cd = { 0 };
+	int r = repair ? fsafe_inbox_repair(AT_FDCWD, a->dir,
+	                                    cli_damage_printer(true), &cd)
+	               : fsafe_inbox_check(AT_FDCWD, a->dir,
+	                                   cli_damage_printer(false), &cd);
 
 	if (r < 0) {
 		cli_warn("inbox %s %s: %s", a->dir, a->verb, fsafe_strerror(r));
@@ -426,63 +325,74 @@ static int do_check(const struct inbox_args *a)
 
 /* ---- dispatch --------------------------------------------------------------- */
 
-static int check_verb(const struct inbox_args *a)
+/* The verbs that work on an open inbox. */
+static int run_open(void *ctx, int argc, char **argv)
 {
-	static const char *const with_arg[] = { "ack", "release" };
-	static const char *const verbs[] = { "put", "take", "recover", "ls",
-		                             "check", "repair" };
-
-	for (size_t i = 0; i < 2; i++)
-		if (!strcmp(a->verb, with_arg[i]))
-			return a->arg ? CLI_OK
-			              : cli_usage_error("inbox", "ID is missing",
-			                                usage);
-	for (size_t i = 0; i < 6; i++)
-		if (!strcmp(a->verb, verbs[i]))
-			return a->arg && i != 0
-			               ? cli_usage_error("inbox",
-			                                 "too many arguments",
-			                                 usage)
-			               : CLI_OK;
-	return cli_usage_error("inbox", "unknown inbox command", usage);
-}
-
-int cmd_inbox(int argc, char **argv)
-{
-	struct inbox_args a = { .consumer = "cli", .older_ms = 3600000 };
+	const struct inbox_args *a = ctx;
 	struct fsafe_inbox_opts o = FSAFE_INBOX_OPTS_INIT;
 	fsafe_inbox *ib;
-	int r = parse_args(argc, argv, &a);
+	int r;
 
-	if (r != CLI_OK)
-		return r;
-	if (a.help) {
-		fputs(usage, stdout);
-		fputs(help, stdout);
-		return cli_flush_stdout("inbox") ? CLI_OK : CLI_FAIL;
-	}
-	if ((r = check_verb(&a)) != CLI_OK)
-		return r;
-	if (!strcmp(a.verb, "ls"))
-		return do_ls(&a);
-	if (!strcmp(a.verb, "check") || !strcmp(a.verb, "repair"))
-		return do_check(&a);
+	(void)argc, (void)argv;
 	/* A closed pipe must fail a write (and so return the claim), not
 	   kill the process holding it. */
 	signal(SIGPIPE, SIG_IGN);
-	o.flags = a.flags | (!strcmp(a.verb, "put") ? FSAFE_INBOX_CREATE : 0);
-	o.max_message = a.max;
-	if ((r = fsafe_inbox_open(AT_FDCWD, a.dir, &o, &ib)) < 0) {
-		cli_warn("inbox %s: %s%s", a.dir, fsafe_strerror(r),
-		         layout_hint(r));
+	o.flags = a->flags | (!strcmp(a->verb, "put") ? FSAFE_INBOX_CREATE : 0);
+	o.max_message = a->max;
+	if ((r = fsafe_inbox_open(AT_FDCWD, a->dir, &o, &ib)) < 0) {
+		const char *what = cli_file_type(a->dir);
+		char label[PATH_MAX + 8];
+
+		snprintf(label, sizeof(label), "inbox %s", a->dir);
+		if (what && strcmp(what, "a directory"))
+			cli_warn_dir(label, a->dir, r);
+		else
+			cli_warn("%s: %s%s", label, fsafe_strerror(r),
+			         layout_hint(r));
 		return CLI_FAIL;
 	}
-	if (!strcmp(a.verb, "put"))
-		r = do_put(ib, &a);
-	else if (!strcmp(a.verb, "recover") && !a.recover_named)
-		r = do_recover(ib, &a);
+	if (!strcmp(a->verb, "put"))
+		r = do_put(ib, a);
+	else if (!strcmp(a->verb, "recover") && !a->recover_named)
+		r = do_recover(ib, a);
 	else
-		r = do_consumer(ib, &a);
+		r = do_consumer(ib, a);
 	fsafe_inbox_close(ib);
 	return r;
+}
+
+static int run_ls(void *ctx, int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	return do_ls(ctx);
+}
+
+static int run_check(void *ctx, int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	return do_check(ctx);
+}
+
+static const struct cli_verb verbs[] = {
+	{ "put", run_open, 0, 1, "deliver FILE or standard input" },
+	{ "take", run_open, 0, 0, "claim the oldest message" },
+	{ "ack", run_open, 1, 1, "remove a claimed message" },
+	{ "release", run_open, 1, 1, "return a claimed message" },
+	{ "recover", run_open, 0, 0, "return dead consumers' claims" },
+	{ "ls", run_ls, 0, 0, "list new, claimed, quarantined" },
+	{ "check", run_check, 0, 0, "report damage" },
+	{ "repair", run_check, 0, 0, "quarantine damage" },
+};
+
+int cmd_inbox(void *ctx, int argc, char **argv)
+{
+	struct inbox_args a = { .older_ms = 3600000 };
+	struct cli_args ops;
+	int r = parse_args(argc, argv, &a, &ops);
+
+	(void)ctx;
+	if (r != CLI_CONTINUE)
+		return r;
+	return cli_dispatch(&spec_base, verbs, sizeof(verbs) / sizeof(verbs[0]),
+	                    &a, ops.argc - 1, ops.argv + 1);
 }

@@ -2,10 +2,10 @@
  * fsafe is-staging: the staging-name contract for scripts, so that they
  * never copy the pattern (which only the library may define).
  */
-#include <getopt.h>
 #include <stdio.h>
 
 #include "cli.h"
+#include "cli_opt.h"
 #include "cli_util.h"
 #include "fsafe.h"
 
@@ -20,36 +20,29 @@ static const char help[] =
 	"\n"
 	"Exit status: 0 all staging names, 1 some not, 2 usage error.\n";
 
-int cmd_is_staging(int argc, char **argv)
+int cmd_is_staging(void *ctx, int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
 	bool verbose = false, all = true;
-	int c;
+	const struct cli_opt opts[] = {
+		CLI_FLAG('v', "verbose", &verbose),
+		CLI_HELP,
+		CLI_END,
+	};
+	const struct cli_spec spec = { "is-staging", usage, help, opts, 0 };
+	struct cli_args names;
+	int r = cli_parse(&spec, argc, argv, &names);
 
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":vh", longopts, NULL)) != -1) {
-		if (c == 'v') {
-			verbose = true;
-		} else if (c == 'h') {
-			fputs(usage, stdout);
-			fputs(help, stdout);
-			return cli_flush_stdout("is-staging") ? CLI_OK
-			                                      : CLI_FAIL;
-		} else {
-			return cli_bad_option("is-staging", argv, c, usage);
-		}
-	}
-	if (optind == argc)
-		return cli_usage_error("is-staging", "NAME is missing", usage);
-	for (int i = optind; i < argc; i++) {
-		bool yes = fsafe_is_staging_name(argv[i]);
+	(void)ctx;
+	if (r != CLI_CONTINUE)
+		return r;
+	if (!names.argc)
+		return cli_spec_error(&spec, "NAME is missing");
+	for (int i = 0; i < names.argc; i++) {
+		bool yes = fsafe_is_staging_name(names.argv[i]);
 		all &= yes;
 		if (verbose)
-			printf("%s %s\n", yes ? "staging" : "other", argv[i]);
+			printf("%s %s\n", yes ? "staging" : "other",
+			       names.argv[i]);
 	}
 	if (verbose && !cli_flush_stdout("is-staging"))
 		return CLI_FAIL;

@@ -6,19 +6,17 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "cli_damage.h"
-#include "cli_duration.h"
+#include "cli_opt.h"
 #include "cli_util.h"
 #include "fsafe.h"
 
@@ -59,94 +57,61 @@ static const char help[] =
 
 struct lock_args {
 	struct fsafe_lock_opts opts;
-	bool status, help, have_timeout;
-	int walk; /* 'C' --check, 'R' --repair, 0 neither */
+	bool status, check, repair, have_timeout, no_wait;
 	const char *path;
 	char **command;
 };
 
-static int parse_timeout(const char *s, struct lock_args *a)
+static int parse_operands(const struct cli_spec *spec,
+                          const struct cli_args *ops, struct lock_args *a)
 {
-	int r = cli_parse_duration(s, &a->opts.timeout_ms);
-
-	if (r < 0)
-		return cli_usage_error("lock", r == -ERANGE
-		        ? "--timeout: duration too large"
-		        : "--timeout takes a whole number and a unit: ms, s, m, "
-		          "h or d", usage);
-	/* 0 is "no limit" to the library; to a user it means "try once". */
-	if (a->opts.timeout_ms == 0)
-		a->opts.flags |= FSAFE_LOCK_NO_WAIT;
-	a->have_timeout = true;
-	return CLI_OK;
-}
-
-static int parse_operands(int argc, char **argv, struct lock_args *a)
-{
-	if (optind == argc)
-		return cli_usage_error("lock", "LOCKFILE is missing", usage);
-	a->path = argv[optind++];
-	if (a->status || a->walk) {
-		if (optind != argc || (a->status && a->walk))
-			return cli_usage_error("lock", "--status, --check and "
-			                       "--repair take only a path",
-			                       usage);
-		return CLI_OK;
+	if (!ops->argc)
+		return cli_spec_error(spec, "LOCKFILE is missing");
+	a->path = ops->argv[0];
+	if (a->status || a->check || a->repair) {
+		if (ops->argc != 1 || a->status + a->check + a->repair > 1)
+			return cli_spec_error(spec, "--status, --check and "
+			                      "--repair take only a path and "
+			                      "exclude each other");
+		return CLI_CONTINUE;
 	}
-	if (optind < argc && !strcmp(argv[optind], "--"))
-		optind++;
-	if (optind == argc)
-		return cli_usage_error("lock", "COMMAND is missing", usage);
-	a->command = argv + optind;
-	return CLI_OK;
+	if (ops->argc == 1)
+		return cli_spec_error(spec, "COMMAND is missing");
+	a->command = ops->argv + 1;
+	return CLI_CONTINUE;
 }
 
 static int parse_args(int argc, char **argv, struct lock_args *a)
 {
-	static const struct option longopts[] = {
-		{ "timeout", required_argument, NULL, 't' },
-		{ "no-wait", no_argument, NULL, 'n' },
-		{ "force", no_argument, NULL, 'f' },
-		{ "kernel", no_argument, NULL, 'k' },
-		{ "status", no_argument, NULL, 's' },
-		{ "check", no_argument, NULL, 'C' },
-		{ "repair", no_argument, NULL, 'R' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
+	const struct cli_opt opts[] = {
+		CLI_TIMEOUT('t', "timeout", &a->opts.timeout_ms,
+		            &a->have_timeout),
+		CLI_FLAG('n', "no-wait", &a->no_wait),
+		CLI_BIT('f', "force", &a->opts.flags, FSAFE_LOCK_FORCE),
+		CLI_BIT('k', "kernel", &a->opts.flags, FSAFE_LOCK_KERNEL),
+		CLI_FLAG('s', "status", &a->status),
+		CLI_FLAG('C', "check", &a->check),
+		CLI_FLAG('R', "repair", &a->repair),
+		CLI_HELP,
+		CLI_END,
 	};
-	bool no_wait = false;
-	int c, r;
+	/* Options end at COMMAND (or "--"), so COMMAND keeps its own. */
+	const struct cli_spec spec = { "lock", usage, help, opts, 1 };
+	struct cli_args ops;
+	int r = cli_parse(&spec, argc, argv, &ops);
 
-	opterr = 0;
-	/* '+': options end at LOCKFILE, so COMMAND keeps its own options. */
-	while ((c = getopt_long(argc, argv, "+:t:nfksCRh", longopts, NULL)) != -1) {
-		switch (c) {
-		case 't':
-			if ((r = parse_timeout(optarg, a)) != CLI_OK)
-				return r;
-			break;
-		case 'n': no_wait = true; break;
-		case 'f': a->opts.flags |= FSAFE_LOCK_FORCE; break;
-		case 'k': a->opts.flags |= FSAFE_LOCK_KERNEL; break;
-		case 's': a->status = true; break;
-		case 'C':
-		case 'R':
-			if (a->walk && a->walk != c)
-				return cli_usage_error("lock", "--check and "
-				                       "--repair exclude each "
-				                       "other", usage);
-			a->walk = c;
-			break;
-		case 'h': a->help = true; return CLI_OK;
-		default: return cli_bad_option("lock", argv, c, usage);
-		}
-	}
-	if (no_wait && a->have_timeout)
-		return cli_usage_error("lock", "--timeout and --no-wait "
-		                       "exclude each other", usage);
-	if (no_wait)
+	if (r != CLI_CONTINUE)
+		return r;
+	if (a->no_wait && a->have_timeout)
+		return cli_spec_error(&spec, "--timeout and --no-wait exclude "
+		                      "each other");
+	/* 0 is "do not wait", as for every timeout argument. */
+	if (a->no_wait || (a->have_timeout && !a->opts.timeout_ms))
 		a->opts.flags |= FSAFE_LOCK_NO_WAIT;
-	return parse_operands(argc, argv, a);
+	/* Longer than any wait: the library's default, no limit. */
+	if (a->opts.timeout_ms == FSAFE_FOREVER)
+		a->opts.timeout_ms = 0;
+	return parse_operands(&spec, &ops, a);
 }
 
 static void format_time(int64_t ms, char *buf, size_t len)
@@ -190,6 +155,14 @@ static int report_holder(const char *path, int why)
 	return CLI_FAIL;
 }
 
+/* What is at a lock's name that is no lock file, in words. */
+static const char *not_a_lock(const char *path)
+{
+	const char *what = cli_file_type(path);
+
+	return what && strcmp(what, "a regular file") ? what : NULL;
+}
+
 static int show_status(const char *path)
 {
 	struct fsafe_lock_owner o = { .size = sizeof(o) };
@@ -199,6 +172,12 @@ static int show_status(const char *path)
 	if (r == -ENOENT) {
 		printf("%s: not held\n", path);
 		cli_flush_stdout("lock");
+		return CLI_FAIL;
+	}
+	const char *what = r < 0 ? not_a_lock(path) : NULL;
+	if (what) {
+		cli_warn("lock --status %s: %s is there, not a lock file", path,
+		         what);
 		return CLI_FAIL;
 	}
 	if (r < 0) {
@@ -227,21 +206,6 @@ static int check_dir(const char *dir, bool repair)
 
 	snprintf(label, sizeof(label), "lock %s", dir);
 	return cli_damage_status(label, repair, r, &cd);
-}
-
-/* What is at a lock's name that is no lock file, in words. */
-static const char *not_a_lock(const char *path)
-{
-	struct stat st;
-
-	if (lstat(path, &st) < 0)
-		return NULL;
-	return S_ISLNK(st.st_mode)    ? "a symbolic link"
-	       : S_ISDIR(st.st_mode)  ? "a directory"
-	       : S_ISFIFO(st.st_mode) ? "a FIFO"
-	       : S_ISSOCK(st.st_mode) ? "a socket"
-	       : S_ISREG(st.st_mode)  ? NULL
-	                              : "a device";
 }
 
 static volatile sig_atomic_t child_pid;
@@ -323,19 +287,15 @@ static int hold_and_run(struct lock_args *a)
 	return status;
 }
 
-int cmd_lock(int argc, char **argv)
+int cmd_lock(void *ctx, int argc, char **argv)
 {
 	struct lock_args a = { .opts = FSAFE_LOCK_OPTS_INIT };
 	int r = parse_args(argc, argv, &a);
 
-	if (r != CLI_OK)
+	(void)ctx;
+	if (r != CLI_CONTINUE)
 		return r;
-	if (a.help) {
-		fputs(usage, stdout);
-		fputs(help, stdout);
-		return cli_flush_stdout("lock") ? CLI_OK : CLI_FAIL;
-	}
-	if (a.walk)
-		return check_dir(a.path, a.walk == 'R');
+	if (a.check || a.repair)
+		return check_dir(a.path, a.repair);
 	return a.status ? show_status(a.path) : hold_and_run(&a);
 }

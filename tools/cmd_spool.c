@@ -5,13 +5,15 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
+#include <limits.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "cli_damage.h"
+#include "cli_opt.h"
 #include "cli_util.h"
 #include "fsafe.h"
 
@@ -43,86 +45,52 @@ static const char help[] =
 	"  -0, --null          records end with NUL, not newline\n"
 	"  -s, --seq           read: print \"SEQ<TAB>\" before each record\n"
 	"  -f, --from SEQ      read: start at record SEQ\n"
-	"  -n, --max N         read: at most N records\n"
+	"  -n, --max N         read: at most N records (1 or more)\n"
 	"      --segment-size N  append: new segments roll over past N bytes\n"
-	"      --max-record N  append: longest record (default 1 MiB)\n"
+	"                      (K, M or G suffix; default 64M)\n"
+	"      --max-record N  append: longest record, 1 to 256M bytes\n"
+	"                      (default 1M)\n"
 	"  -h, --help          this text\n"
 	"\n"
 	"Exit status: 0 done, 1 failed (or check found problems), 2 usage\n"
 	"(or check could not run).\n";
 
-enum { HELP_DONE = -1 }; /* parse() printed --help */
-
 struct spool_args {
 	char sep;
 	bool seq;
 	uint64_t from, max, segment_size, max_record;
-	const char *file;
+	const char *dir;
 };
 
-static bool parse_u64(const char *s, uint64_t *v)
-{
-	char *end;
+static const struct cli_spec spec_base = { "spool", usage, help, NULL, 0 };
 
-	errno = 0;
-	if (!*s || *s == '-')
-		return false;
-	*v = strtoull(s, &end, 10);
-	return !errno && !*end;
-}
+/* The library's ceiling on a record (include/fsafe/spool.h). */
+#define RECORD_LIMIT (256ull << 20)
 
-static int parse(int argc, char **argv, struct spool_args *a)
+static int parse(int argc, char **argv, struct spool_args *a,
+                 struct cli_args *ops)
 {
-	static const struct option longopts[] = {
-		{ "null", no_argument, NULL, '0' },
-		{ "seq", no_argument, NULL, 's' },
-		{ "from", required_argument, NULL, 'f' },
-		{ "max", required_argument, NULL, 'n' },
-		{ "segment-size", required_argument, NULL, 'S' },
-		{ "max-record", required_argument, NULL, 'R' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
+	const struct cli_opt opts[] = {
+		CLI_SETCHAR('0', "null", &a->sep, '\0'),
+		CLI_FLAG('s', "seq", &a->seq),
+		CLI_UINT('f', "from", &a->from, 0, UINT64_MAX - 1, NULL),
+		/* 0 is refused: "at most none" is no reading at all. */
+		CLI_UINT('n', "max", &a->max, 1, UINT64_MAX, NULL),
+		CLI_SIZE(0, "segment-size", &a->segment_size, 1, UINT64_MAX),
+		CLI_SIZE(0, "max-record", &a->max_record, 1, RECORD_LIMIT),
+		CLI_HELP,
+		CLI_END,
 	};
-	int c;
+	struct cli_spec spec = spec_base;
+	int r;
 
-	opterr = 0;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, ":0sf:n:h", longopts, NULL)) != -1) {
-		uint64_t *num = c == 'f' ? &a->from : c == 'n' ? &a->max
-		              : c == 'S' ? &a->segment_size
-		              : c == 'R' ? &a->max_record : NULL;
-		if (c == '0') {
-			a->sep = '\0';
-		} else if (c == 's') {
-			a->seq = true;
-		} else if (c == 'h') {
-			fputs(usage, stdout);
-			fputs(help, stdout);
-			return cli_flush_stdout("spool") ? HELP_DONE
-			                                 : CLI_FAIL;
-		} else if (num && optarg) {
-			if (!parse_u64(optarg, num))
-				return cli_usage_error("spool",
-				        "a number was expected", usage);
-		} else {
-			return cli_bad_option("spool", argv, c, usage);
-		}
-	}
-	return CLI_OK;
-}
-
-/* Damage that opening found (and repaired, unless read-only): one line
-   each on standard error. */
-static int warn_damage(const struct fsafe_damage *d, void *arg)
-{
-	if (d->action)
-		cli_warn("spool %s: %s: %s: %s", (const char *)arg, d->path,
-		         d->what, d->action);
-	else /* read-only: found, left in place */
-		cli_warn("spool %s: %s: %s: %" PRIu64 " records lost",
-		         (const char *)arg,
-		         d->path, d->what, d->lost);
-	return 0;
+	spec.opts = opts;
+	if ((r = cli_parse(&spec, argc, argv, ops)) != CLI_CONTINUE)
+		return r;
+	if (ops->argc < 2)
+		return cli_spec_error(&spec, "DIR and a subcommand are needed");
+	a->dir = ops->argv[0];
+	return CLI_CONTINUE;
 }
 
 static int open_spool(const char *dir, const struct spool_args *a,
@@ -135,10 +103,11 @@ static int open_spool(const char *dir, const struct spool_args *a,
 	o.segment_size = a->segment_size;
 	o.max_record = (uint32_t)a->max_record;
 	o.error = &e;
-	o.damage = warn_damage;
-	o.damage_arg = (void *)dir;
-	if (a->max_record > UINT32_MAX)
-		return cli_usage_error("spool", "--max-record too large", usage);
+	char label[PATH_MAX + 8];
+
+	snprintf(label, sizeof(label), "spool %s", dir);
+	o.damage = cli_damage_warn;
+	o.damage_arg = label;
 	int r = fsafe_spool_open(AT_FDCWD, dir, &o, s);
 	if (r < 0) {
 		cli_warn("spool %s: %s: %s", dir, e.step ? e.step : "open",
@@ -205,19 +174,19 @@ static int append_from(fsafe_spool *s, const char *dir, FILE *in, char sep)
 	return rc;
 }
 
-static int do_append(const char *dir, struct spool_args *a, int argc,
-                     char **argv)
+static int do_append(void *ctx, int argc, char **argv)
 {
+	struct spool_args *a = ctx;
+	const char *dir = a->dir;
 	fsafe_spool *s;
 	FILE *in = stdin;
 
-	if (argc - optind > 1)
-		return cli_usage_error("spool", "append takes one FILE", usage);
-	if (argc - optind == 1 && strcmp(argv[optind], "-") != 0 &&
-	    !(in = fopen(argv[optind], "re"))) {
-		cli_warn("spool %s: %s: %s", dir, argv[optind], strerror(errno));
+	if (argc == 2 && strcmp(argv[1], "-") != 0 &&
+	    !(in = fopen(argv[1], "re"))) {
+		cli_warn("spool %s: %s: %s", dir, argv[1], strerror(errno));
 		return CLI_FAIL;
 	}
+
 	int rc = open_spool(dir, a, FSAFE_SPOOL_CREATE, &s);
 	if (rc == CLI_OK) {
 		rc = append_from(s, dir, in, a->sep);
@@ -230,8 +199,10 @@ static int do_append(const char *dir, struct spool_args *a, int argc,
 
 /* ---- read, ack, stat, check ------------------------------------------------- */
 
-static int do_read(const char *dir, struct spool_args *a)
+static int do_read(void *ctx, int argc, char **argv)
 {
+	struct spool_args *a = ctx;
+	const char *dir = a->dir;
 	fsafe_spool *s;
 	fsafe_spool_reader *rd;
 	const void *d;
@@ -241,6 +212,7 @@ static int do_read(const char *dir, struct spool_args *a)
 
 	if (rc != CLI_OK)
 		return rc;
+	(void)argc, (void)argv;
 	r = fsafe_spool_reader_open(s, a->from ? a->from
 	                                       : FSAFE_SPOOL_FROM_CURSOR, &rd);
 	while (r >= 0 && (!a->max || n < a->max) &&
@@ -258,14 +230,17 @@ static int do_read(const char *dir, struct spool_args *a)
 	return cli_flush_stdout("spool") && r >= 0 ? CLI_OK : CLI_FAIL;
 }
 
-static int do_ack(const char *dir, struct spool_args *a, int argc,
-                  char **argv)
+static int do_ack(void *ctx, int argc, char **argv)
 {
+	struct spool_args *a = ctx;
+	const char *dir = a->dir;
 	fsafe_spool *s;
 	uint64_t seq;
 
-	if (argc - optind != 1 || !parse_u64(argv[optind], &seq))
-		return cli_usage_error("spool", "ack takes one SEQ", usage);
+	(void)argc;
+	if (cli_parse_uint(argv[1], 0, UINT64_MAX, &seq) < 0)
+		return cli_spec_error(&spec_base, "ack takes one SEQ, a whole "
+		                      "number");
 	int rc = open_spool(dir, a, 0, &s);
 	if (rc != CLI_OK)
 		return rc;
@@ -278,12 +253,15 @@ static int do_ack(const char *dir, struct spool_args *a, int argc,
 	return rc;
 }
 
-static int do_stat(const char *dir, struct spool_args *a)
+static int do_stat(void *ctx, int argc, char **argv)
 {
+	struct spool_args *a = ctx;
+	const char *dir = a->dir;
 	struct fsafe_spool_stat st = FSAFE_SPOOL_STAT_INIT;
 	fsafe_spool *s;
 	int rc = open_spool(dir, a, FSAFE_SPOOL_RDONLY, &s);
 
+	(void)argc, (void)argv;
 	if (rc != CLI_OK)
 		return rc;
 	fsafe_spool_stat(s, &st);
@@ -304,23 +282,18 @@ static int do_stat(const char *dir, struct spool_args *a)
 	return cli_flush_stdout("spool") ? CLI_OK : CLI_FAIL;
 }
 
-static int print_problem(const struct fsafe_damage *d, void *arg)
-{
-	(void)arg;
-	printf("%s: %s%s%s\n", d->path, d->what, d->action ? ": " : "",
-	       d->action ? d->action : "");
-	return 0;
-}
-
 /* check and repair: one line a problem on standard output. */
-static int do_damage(const char *dir, bool fix)
+static int do_damage(void *ctx, int argc, char **argv)
 {
+	const struct spool_args *a = ctx;
+	bool fix = !strcmp(argv[0], "repair");
+	struct cli_damage cd = { 0 };
 	int n = (fix ? fsafe_spool_repair : fsafe_spool_check)(
-	        AT_FDCWD, dir, print_problem, NULL);
+	        AT_FDCWD, a->dir, cli_damage_printer(fix), &cd);
 
+	(void)argc;
 	if (n < 0) {
-		cli_warn("spool %s: %s: %s", dir, fix ? "repair" : "check",
-		         fsafe_strerror(n));
+		cli_warn("spool %s: %s: %s", a->dir, argv[0], fsafe_strerror(n));
 		return fix ? CLI_FAIL : CLI_USAGE;
 	}
 	if (!cli_flush_stdout("spool"))
@@ -328,41 +301,24 @@ static int do_damage(const char *dir, bool fix)
 	return fix || n == 0 ? CLI_OK : CLI_FAIL;
 }
 
-int cmd_spool(int argc, char **argv)
+static const struct cli_verb verbs[] = {
+	{ "append", do_append, 0, 1, "append records" },
+	{ "read", do_read, 0, 0, "print records from the cursor" },
+	{ "ack", do_ack, 1, 1, "move the cursor past SEQ" },
+	{ "check", do_damage, 0, 0, "report damage" },
+	{ "repair", do_damage, 0, 0, "mend damage" },
+	{ "stat", do_stat, 0, 0, "print the numbers" },
+};
+
+int cmd_spool(void *ctx, int argc, char **argv)
 {
 	struct spool_args a = { .sep = '\n' };
+	struct cli_args ops;
+	int r = parse(argc, argv, &a, &ops);
 
-	bool ask = false;
-	for (int i = 1; i < argc && i < 3; i++)
-		ask |= !strcmp(argv[i], "-h") || !strcmp(argv[i], "--help");
-	if (ask) {
-		fputs(usage, stdout);
-		fputs(help, stdout);
-		return cli_flush_stdout("spool") ? CLI_OK : CLI_FAIL;
-	}
-	if (argc < 3)
-		return cli_usage_error("spool", "DIR and a subcommand are "
-		                       "needed", usage);
-	const char *dir = argv[1], *sub = argv[2];
-	int rc = parse(argc - 2, argv + 2, &a);
-	if (rc == HELP_DONE)
-		return CLI_OK;
-	if (rc != CLI_OK)
-		return rc;
-	argc -= 2;
-	argv += 2;
-	bool bare = argc == optind;
-	if (!strcmp(sub, "append"))
-		return do_append(dir, &a, argc, argv);
-	if (!strcmp(sub, "ack"))
-		return do_ack(dir, &a, argc, argv);
-	if (!bare)
-		return cli_usage_error("spool", "unexpected argument", usage);
-	if (!strcmp(sub, "read"))
-		return do_read(dir, &a);
-	if (!strcmp(sub, "check") || !strcmp(sub, "repair"))
-		return do_damage(dir, sub[0] == 'r');
-	if (!strcmp(sub, "stat"))
-		return do_stat(dir, &a);
-	return cli_usage_error("spool", "unknown subcommand", usage);
+	(void)ctx;
+	if (r != CLI_CONTINUE)
+		return r;
+	return cli_dispatch(&spec_base, verbs, sizeof(verbs) / sizeof(verbs[0]),
+	                    &a, ops.argc - 1, ops.argv + 1);
 }

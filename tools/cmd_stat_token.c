@@ -5,10 +5,10 @@
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
-#include <getopt.h>
 #include <stdio.h>
 
 #include "cli.h"
+#include "cli_opt.h"
 #include "cli_util.h"
 #include "fsafe.h"
 
@@ -24,35 +24,27 @@ static const char help[] =
 	"\n"
 	"Exit status: 0 printed, 1 failed, 2 usage error.\n";
 
-int cmd_stat_token(int argc, char **argv)
+int cmd_stat_token(void *ctx, int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "no-follow", no_argument, NULL, 'n' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
 	char token[FSAFE_TOKEN_LEN];
 	unsigned flags = 0;
-	int c, r;
+	const struct cli_opt opts[] = {
+		CLI_BIT('n', "no-follow", &flags, FSAFE_NO_FOLLOW),
+		CLI_HELP,
+		CLI_END,
+	};
+	const struct cli_spec spec = { "stat-token", usage, help, opts, 0 };
+	struct cli_args ops;
+	int r = cli_parse(&spec, argc, argv, &ops);
 
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":nh", longopts, NULL)) != -1) {
-		if (c == 'n') {
-			flags |= FSAFE_NO_FOLLOW;
-		} else if (c == 'h') {
-			fputs(usage, stdout);
-			fputs(help, stdout);
-			return cli_flush_stdout("stat-token") ? CLI_OK
-			                                      : CLI_FAIL;
-		} else {
-			return cli_bad_option("stat-token", argv, c, usage);
-		}
-	}
-	if (argc - optind != 1)
-		return cli_usage_error("stat-token", argc == optind
-		        ? "FILE is missing" : "only one FILE", usage);
-	if ((r = fsafe_token_get(AT_FDCWD, argv[optind], flags, token)) < 0) {
-		cli_warn("stat-token %s: %s", argv[optind], fsafe_strerror(r));
+	(void)ctx;
+	if (r != CLI_CONTINUE)
+		return r;
+	if (ops.argc != 1)
+		return cli_spec_error(&spec, "%s", ops.argc ? "only one FILE"
+		                                            : "FILE is missing");
+	if ((r = fsafe_token_get(AT_FDCWD, ops.argv[0], flags, token)) < 0) {
+		cli_warn("stat-token %s: %s", ops.argv[0], fsafe_strerror(r));
 		return CLI_FAIL;
 	}
 	printf("%s\n", token);

@@ -8,7 +8,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
@@ -21,6 +20,7 @@
 
 #include "cli.h"
 #include "cli_damage.h"
+#include "cli_opt.h"
 #include "cli_util.h"
 #include "fsafe.h"
 
@@ -51,86 +51,67 @@ static const char help[] =
 	"  -n, --no-sync         skip syncs (crash-safe, not power-cut-safe)\n"
 	"  -k, --kernel-lock     kernel-mode lock (local filesystems only)\n"
 	"  -i, --if-version N    put only if KEY's version is N (0: absent)\n"
+	"  -t, --timeout D       wait at most D for the store's lock (ms, s,\n"
+	"                        m, h or d; 0: one attempt; default: no\n"
+	"                        limit); a COMMAND of update that uses the\n"
+	"                        same store would otherwise wait for ever\n"
 	"  -l, --long            ls: VERSION LENGTH KEY\n"
 	"  -0, --null            ls: end each line with NUL, not newline\n"
 	"  -v, --verbose         ls: report every entry that is not a record\n"
 	"  -h, --help            this text\n"
 	"\n"
+	"Options may come anywhere; after \"--\" everything is an operand\n"
+	"(store DIR put -- -x takes -x as the key).\n"
 	"Exit status: 0 ok; 1 failed (no such key, stale version, COMMAND\n"
 	"failed: nothing changed; check: damage found; repair: something\n"
 	"left as it is); 2 usage error (check, repair: could not run).\n";
 
 struct args {
 	struct fsafe_store_opts opts;
-	bool has_version, long_ls, null, verbose;
+	bool has_version, long_ls, null, verbose, has_timeout;
 	unsigned damaged;
 	uint64_t version;
 	const char *dir, *op;
-	char **rest;
-	int nrest;
+	struct cli_args ops;
 	fsafe_store *s;
 };
 
-static int parse_version(const char *text, uint64_t *out)
-{
-	char *end;
-
-	errno = 0;
-	unsigned long long v = strtoull(text, &end, 10);
-	if (errno || end == text || *end || *text == '-')
-		return -1;
-	*out = v;
-	return 0;
-}
+static const struct cli_spec spec_base = { "store", usage, help, NULL, 0 };
 
 static int parse_args(int argc, char **argv, struct args *a)
 {
-	static const struct option longopts[] = {
-		{ "create", no_argument, NULL, 'c' },
-		{ "no-sync", no_argument, NULL, 'n' },
-		{ "kernel-lock", no_argument, NULL, 'k' },
-		{ "if-version", required_argument, NULL, 'i' },
-		{ "long", no_argument, NULL, 'l' },
-		{ "null", no_argument, NULL, '0' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
+	const struct cli_opt opts[] = {
+		CLI_BIT('c', "create", &a->opts.flags, FSAFE_STORE_CREATE),
+		CLI_BIT('n', "no-sync", &a->opts.write_flags, FSAFE_NO_SYNC),
+		CLI_BIT('k', "kernel-lock", &a->opts.flags,
+		        FSAFE_STORE_LOCK_KERNEL),
+		CLI_UINT('i', "if-version", &a->version, 0, UINT64_MAX,
+		         &a->has_version),
+		CLI_TIMEOUT('t', "timeout", &a->opts.lock_timeout_ms,
+		            &a->has_timeout),
+		CLI_FLAG('l', "long", &a->long_ls),
+		CLI_FLAG('0', "null", &a->null),
+		CLI_FLAG('v', "verbose", &a->verbose),
+		CLI_HELP,
+		CLI_END,
 	};
-	int c;
+	struct cli_spec spec = spec_base;
+	int r;
 
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+:cnki:l0vh", longopts, NULL)) !=
-	       -1) {
-		switch (c) {
-		case 'c': a->opts.flags |= FSAFE_STORE_CREATE; break;
-		case 'n': a->opts.write_flags |= FSAFE_NO_SYNC; break;
-		case 'k': a->opts.flags |= FSAFE_STORE_LOCK_KERNEL; break;
-		case 'l': a->long_ls = true; break;
-		case '0': a->null = true; break;
-		case 'v': a->verbose = true; break;
-		case 'i':
-			if (parse_version(optarg, &a->version) < 0)
-				return cli_usage_error("store",
-				                       "--if-version needs a "
-				                       "number", usage);
-			a->has_version = true;
-			break;
-		case 'h':
-			fputs(usage, stdout);
-			fputs(help, stdout);
-			return cli_flush_stdout("store") ? -1 : CLI_FAIL;
-		default:
-			return cli_bad_option("store", argv, c, usage);
-		}
-	}
-	if (argc - optind < 2)
-		return cli_usage_error("store", "DIR and an operation are "
-		                       "needed", usage);
-	a->dir = argv[optind];
-	a->op = argv[optind + 1];
-	a->rest = argv + optind + 2;
-	a->nrest = argc - optind - 2;
-	return CLI_OK;
+	spec.opts = opts;
+	if ((r = cli_parse(&spec, argc, argv, &a->ops)) != CLI_CONTINUE)
+		return r;
+	if (a->ops.argc < 2)
+		return cli_spec_error(&spec, "DIR and an operation are needed");
+	a->dir = a->ops.argv[0];
+	a->op = a->ops.argv[1];
+	/* The library waits without limit at 0: "one attempt" is the
+	   shortest wait it has. */
+	if (a->has_timeout && !a->opts.lock_timeout_ms)
+		a->opts.lock_timeout_ms = 1;
+	else if (a->opts.lock_timeout_ms == FSAFE_FOREVER)
+		a->opts.lock_timeout_ms = 0;
+	return CLI_CONTINUE;
 }
 
 /* A change refused because of what is at the lock's name, or a read of
@@ -155,8 +136,10 @@ static int fail(const struct args *a, const char *key, int r)
 		cli_warn("store %s: %s %s: %s", a->dir, a->op, key,
 		         r == FSAFE_ECONFLICT
 		                 ? "the version changed; nothing written"
-		         : r == -ENOENT ? "no such key"
-		                        : fsafe_strerror(r));
+		         : r == -ENOENT    ? "no such key"
+		         : r == -ETIMEDOUT ? "the store's lock is held (past "
+		                             "--timeout); nothing written"
+		                           : fsafe_strerror(r));
 	else
 		cli_warn("store %s: %s: %s", a->dir, a->op, fsafe_strerror(r));
 	if (r != -EBADMSG)
@@ -164,44 +147,13 @@ static int fail(const struct args *a, const char *key, int r)
 	return CLI_FAIL;
 }
 
-/* All of fd into a malloc'd buffer. */
-static int slurp(int fd, char **buf, size_t *len)
+static int do_put(void *ctx, int argc, char **argv)
 {
-	size_t cap = 65536, n = 0;
-	char *b = malloc(cap);
-
-	for (;;) {
-		if (!b)
-			return -ENOMEM;
-		if (n == cap) {
-			char *nb = realloc(b, cap *= 2);
-			if (!nb) {
-				free(b);
-				return -ENOMEM;
-			}
-			b = nb;
-		}
-		ssize_t r = read(fd, b + n, cap - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			free(b);
-			return -errno;
-		}
-		if (r == 0)
-			break;
-		n += (size_t)r;
-	}
-	*buf = b;
-	*len = n;
-	return 0;
-}
-
-static int do_put(struct args *a)
-{
-	const char *key = a->rest[0];
-	const char *file = a->nrest == 2 ? a->rest[1] : "-";
-	int fd = strcmp(file, "-") ? open(file, O_RDONLY | O_CLOEXEC) : 0;
+	struct args *a = ctx;
+	const char *key = argv[1];
+	const char *file = argc == 3 ? argv[2] : "-";
+	bool in = !strcmp(file, "-");
+	int fd = in ? 0 : open(file, O_RDONLY | O_CLOEXEC);
 	char *buf;
 	size_t len;
 	int r;
@@ -210,11 +162,12 @@ static int do_put(struct args *a)
 		cli_warn("store: %s: %s", file, strerror(errno));
 		return CLI_FAIL;
 	}
-	r = slurp(fd, &buf, &len);
+	r = cli_read_all(fd, SIZE_MAX, &buf, &len);
 	if (fd > 0)
 		close(fd);
 	if (r < 0) {
-		cli_warn("store: %s: %s", file, strerror(-r));
+		cli_warn("store: %s: %s", in ? "standard input" : file,
+		         strerror(-r));
 		return CLI_FAIL;
 	}
 	r = a->has_version
@@ -225,13 +178,15 @@ static int do_put(struct args *a)
 	return r < 0 ? fail(a, key, r) : CLI_OK;
 }
 
-static int do_get(struct args *a)
+static int do_get(void *ctx, int argc, char **argv)
 {
-	const char *key = a->rest[0];
+	struct args *a = ctx;
+	const char *key = argv[1];
 	void *buf;
 	size_t len;
 	int r = fsafe_store_get(a->s, key, strlen(key), &buf, &len, NULL);
 
+	(void)argc;
 	if (r < 0)
 		return fail(a, key, r);
 	size_t w = fwrite(buf, 1, len, stdout);
@@ -239,11 +194,13 @@ static int do_get(struct args *a)
 	return w == len && cli_flush_stdout("store") ? CLI_OK : CLI_FAIL;
 }
 
-static int do_del(struct args *a)
+static int do_del(void *ctx, int argc, char **argv)
 {
-	const char *key = a->rest[0];
+	struct args *a = ctx;
+	const char *key = argv[1];
 	int r = fsafe_store_delete(a->s, key, strlen(key));
 
+	(void)argc;
 	return r < 0 ? fail(a, key, r) : CLI_OK;
 }
 
@@ -270,13 +227,15 @@ static void on_skip(enum fsafe_store_skip why, const char *name,
 		                                           : "unknown name");
 }
 
-static int do_ls(struct args *a)
+static int do_ls(void *ctx, int argc, char **argv)
 {
+	struct args *a = ctx;
 	struct fsafe_store_list_opts o = FSAFE_STORE_LIST_OPTS_INIT;
 	struct fsafe_store_entry e;
 	fsafe_store_iter *it;
 	int r;
 
+	(void)argc, (void)argv;
 	o.skipped = on_skip;
 	o.arg = a;
 	if ((r = fsafe_store_list(a->s, &o, &it)) < 0)
@@ -355,7 +314,8 @@ static int filter(const void *old, size_t old_len, const void **nb,
 		run_child(f->command, in, p[1], old != NULL);
 	close(in);
 	close(p[1]);
-	r = pid < 0 ? -errno : slurp(p[0], &f->out, &f->out_len);
+	r = pid < 0 ? -errno : cli_read_all(p[0], SIZE_MAX, &f->out,
+	                                    &f->out_len);
 	close(p[0]);
 	if (pid < 0)
 		return r;
@@ -371,14 +331,16 @@ static int filter(const void *old, size_t old_len, const void **nb,
 	return FSAFE_STORE_WRITE;
 }
 
-static int do_update(struct args *a)
+static int do_update(void *ctx, int argc, char **argv)
 {
-	const char *key = a->rest[0];
-	struct filter f = { .command = a->rest + 2 };
+	struct args *a = ctx;
+	const char *key = argv[1];
+	struct filter f = { .command = argv + 2 };
 
-	if (a->nrest < 3 || strcmp(a->rest[1], "--"))
-		return cli_usage_error("store", "update needs KEY -- COMMAND",
-		                       usage);
+	(void)argc;
+	/* "--" right after KEY: COMMAND's options are its own. */
+	if (a->ops.dashdash != 3)
+		return cli_spec_error(&spec_base, "update needs KEY -- COMMAND");
 	/* A command that dies on a closed pipe must not kill us. */
 	signal(SIGPIPE, SIG_IGN);
 	int r = fsafe_store_update(a->s, key, strlen(key), filter, &f, NULL);
@@ -394,39 +356,16 @@ static int do_update(struct args *a)
 	return r < 0 ? fail(a, key, r) : CLI_OK;
 }
 
-static int dispatch(struct args *a)
-{
-	static const struct {
-		const char *name;
-		int (*fn)(struct args *);
-		int min, max;
-	} ops[] = {
-		{ "put", do_put, 1, 2 },    { "get", do_get, 1, 1 },
-		{ "del", do_del, 1, 1 },    { "ls", do_ls, 0, 0 },
-		{ "update", do_update, 3, 1 << 20 },
-	};
-
-	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
-		if (strcmp(a->op, ops[i].name))
-			continue;
-		if (a->nrest < ops[i].min || a->nrest > ops[i].max)
-			return cli_usage_error("store", "wrong number of "
-			                       "arguments", usage);
-		return ops[i].fn(a);
-	}
-	return cli_usage_error("store", "unknown operation", usage);
-}
-
 /* check and repair need no open store: opening may sweep. */
-static int do_check(const struct args *a, bool repair)
+static int do_check(void *ctx, int argc, char **argv)
 {
+	const struct args *a = ctx;
+	bool repair = !strcmp(argv[0], "repair");
 	struct cli_damage cd = { 0 };
 	char label[PATH_MAX + 8];
 	int r;
 
-	if (a->nrest)
-		return cli_usage_error("store", "wrong number of arguments",
-		                       usage);
+	(void)argc;
 	snprintf(label, sizeof(label), "store %s", a->dir);
 	r = repair ? fsafe_store_repair(AT_FDCWD, a->dir,
 	                                cli_damage_printer(true), &cd)
@@ -441,22 +380,52 @@ static bool read_only(const char *op)
 	return !strcmp(op, "get") || !strcmp(op, "ls");
 }
 
-int cmd_store(int argc, char **argv)
+static const struct cli_verb ops[] = {
+	{ "put", do_put, 1, 2, "store FILE (or standard input) as KEY" },
+	{ "get", do_get, 1, 1, "write KEY's value to standard output" },
+	{ "del", do_del, 1, 1, "remove KEY" },
+	{ "ls", do_ls, 0, 0, "list the keys" },
+	{ "update", do_update, 2, INT_MAX, "filter KEY through COMMAND" },
+	{ "check", do_check, 0, 0, "report damage" },
+	{ "repair", do_check, 0, 0, "quarantine damage" },
+};
+
+enum { NOPS = sizeof(ops) / sizeof(ops[0]) };
+
+static int open_and_run(struct args *a, const struct cli_verb *v, int argc,
+                        char **argv)
+{
+	int r;
+
+	if (read_only(a->op))
+		a->opts.flags |= FSAFE_STORE_NO_SWEEP;
+	if ((r = fsafe_store_open(AT_FDCWD, a->dir, &a->opts, &a->s)) < 0) {
+		char label[PATH_MAX + 8];
+		snprintf(label, sizeof(label), "store %s", a->dir);
+		cli_warn_dir(label, a->dir, r);
+		explain(a, r);
+		return CLI_FAIL;
+	}
+	r = v->run(a, argc, argv);
+	fsafe_store_close(a->s);
+	return r;
+}
+
+int cmd_store(void *ctx, int argc, char **argv)
 {
 	struct args a = { .opts = FSAFE_STORE_OPTS_INIT };
 	int r = parse_args(argc, argv, &a);
 
-	if (r != CLI_OK)
-		return r < 0 ? CLI_OK : r;
-	if (!strcmp(a.op, "check") || !strcmp(a.op, "repair"))
-		return do_check(&a, !strcmp(a.op, "repair"));
-	if (read_only(a.op))
-		a.opts.flags |= FSAFE_STORE_NO_SWEEP;
-	if ((r = fsafe_store_open(AT_FDCWD, a.dir, &a.opts, &a.s)) < 0) {
-		cli_warn("store %s: %s", a.dir, fsafe_strerror(r));
-		return CLI_FAIL;
-	}
-	r = dispatch(&a);
-	fsafe_store_close(a.s);
-	return r;
+	(void)ctx;
+	if (r != CLI_CONTINUE)
+		return r;
+	/* check and repair need no open store (opening may sweep); a bad
+	   operation or count is refused before anything is opened. */
+	const struct cli_verb *v = cli_verb_find(&spec_base, ops, NOPS,
+	                                         a.ops.argc - 1, a.ops.argv + 1);
+	if (!v)
+		return CLI_USAGE;
+	if (v->run == do_check)
+		return do_check(&a, a.ops.argc - 1, a.ops.argv + 1);
+	return open_and_run(&a, v, a.ops.argc - 1, a.ops.argv + 1);
 }

@@ -5,12 +5,12 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
-#include "cli_duration.h"
+#include "cli_opt.h"
 #include "cli_signal.h"
 #include "cli_util.h"
 #include "fsafe.h"
@@ -41,56 +41,33 @@ struct sweep_args {
 	bool have_age;
 	unsigned flags;
 	char sep;
-	bool help;
+	struct cli_args dirs;
 };
-
-static int parse_age(const char *s, struct sweep_args *a)
-{
-	int r = cli_parse_duration(s, &a->older_than_ms);
-
-	if (r == 0) {
-		a->have_age = true;
-		return CLI_OK;
-	}
-	return cli_usage_error("sweep", r == -ERANGE
-	        ? "--older-than: duration too large"
-	        : "--older-than takes a whole number and a unit: ms, s, m, h "
-	          "or d", usage);
-}
 
 static int parse_args(int argc, char **argv, struct sweep_args *a)
 {
-	static const struct option longopts[] = {
-		{ "older-than", required_argument, NULL, 'o' },
-		{ "dry-run", no_argument, NULL, 'n' },
-		{ "null", no_argument, NULL, '0' },
-		{ "root", required_argument, NULL, 'r' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
+	/* The ceiling is INT64_MAX, not UINT64_MAX: fsafe_sweep() subtracts
+	   the age from a signed clock, and a larger value would wrap into
+	   "younger than now". */
+	const struct cli_opt opts[] = {
+		CLI_DURATION('o', "older-than", &a->older_than_ms, INT64_MAX,
+		             &a->have_age),
+		CLI_BIT('n', "dry-run", &a->flags, FSAFE_SWEEP_DRY_RUN),
+		CLI_SETCHAR('0', "null", &a->sep, '\0'),
+		CLI_PATH('r', "root", &a->root),
+		CLI_HELP,
+		CLI_END,
 	};
-	static const char shortopts[] = ":o:n0r:h";
-	int c, r;
+	const struct cli_spec spec = { "sweep", usage, help, opts, 0 };
+	int r = cli_parse(&spec, argc, argv, &a->dirs);
 
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
-		switch (c) {
-		case 'o':
-			if ((r = parse_age(optarg, a)) != CLI_OK)
-				return r;
-			break;
-		case 'n': a->flags |= FSAFE_SWEEP_DRY_RUN; break;
-		case '0': a->sep = '\0'; break;
-		case 'r': a->root = optarg; break;
-		case 'h': a->help = true; return CLI_OK;
-		default: return cli_bad_option("sweep", argv, c, usage);
-		}
-	}
+	if (r != CLI_CONTINUE)
+		return r;
 	if (!a->have_age)
-		return cli_usage_error("sweep", "--older-than is required",
-		                       usage);
-	if (optind == argc)
-		return cli_usage_error("sweep", "DIR is missing", usage);
-	return CLI_OK;
+		return cli_spec_error(&spec, "--older-than is required");
+	if (!a->dirs.argc)
+		return cli_spec_error(&spec, "DIR is missing");
+	return CLI_CONTINUE;
 }
 
 static void print_names(const char *dir, const fsafe_sweep_result *res,
@@ -115,21 +92,21 @@ static bool sweep_dir(const char *dir, const struct sweep_args *a,
 	                                cancel, &res)
 	             : fsafe_sweep(AT_FDCWD, dir, a->older_than_ms, a->flags,
 	                           cancel, &res);
+	char why[PATH_MAX + 128];
 
 	/* Whatever went is listed, even when the sweep stopped half-way. */
 	print_names(dir, res, a->sep);
 	fsafe_sweep_result_free(res);
 	if (r >= 0 || r == -ECANCELED)
 		return true;
-	if (root && e->step)
-		cli_warn("sweep %s: %s (beneath %s): %s", dir, e->step,
-		         a->root, fsafe_strerror(r));
+	if (root && cli_root_refusal(e, r, a->root, why, sizeof(why)))
+		cli_warn("sweep %s: %s", dir, why);
 	else
 		cli_warn("sweep %s: %s", dir, fsafe_strerror(r));
 	return false;
 }
 
-static int run(int argc, char **argv, const struct sweep_args *a)
+static int run(const struct sweep_args *a)
 {
 	fsafe_cancel *cancel;
 	fsafe_root *root = NULL;
@@ -151,8 +128,8 @@ static int run(int argc, char **argv, const struct sweep_args *a)
 		fsafe_root_close(root);
 		return CLI_FAIL;
 	}
-	for (int i = optind; i < argc && !cli_signal_caught(); i++)
-		ok &= sweep_dir(argv[i], a, root, &e, cancel);
+	for (int i = 0; i < a->dirs.argc && !cli_signal_caught(); i++)
+		ok &= sweep_dir(a->dirs.argv[i], a, root, &e, cancel);
 	/* A reader that went away (SIGPIPE) ends us quietly, like any
 	   filter; the listing is flushed first so nothing removed goes
 	   unreported. */
@@ -165,17 +142,11 @@ static int run(int argc, char **argv, const struct sweep_args *a)
 	return ok ? CLI_OK : CLI_FAIL;
 }
 
-int cmd_sweep(int argc, char **argv)
+int cmd_sweep(void *ctx, int argc, char **argv)
 {
 	struct sweep_args a = { .sep = '\n' };
 	int r = parse_args(argc, argv, &a);
 
-	if (r != CLI_OK)
-		return r;
-	if (a.help) {
-		fputs(usage, stdout);
-		fputs(help, stdout);
-		return cli_flush_stdout("sweep") ? CLI_OK : CLI_FAIL;
-	}
-	return run(argc, argv, &a);
+	(void)ctx;
+	return r != CLI_CONTINUE ? r : run(&a);
 }

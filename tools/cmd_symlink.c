@@ -4,10 +4,10 @@
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
-#include <getopt.h>
 #include <stdio.h>
 
 #include "cli.h"
+#include "cli_opt.h"
 #include "cli_util.h"
 #include "fsafe.h"
 
@@ -40,37 +40,29 @@ static int report(const char *link, int r, const struct fsafe_error *e)
 	return CLI_FAIL;
 }
 
-int cmd_symlink(int argc, char **argv)
+int cmd_symlink(void *ctx, int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "create-only", no_argument, NULL, 'c' },
-		{ "mkdir", no_argument, NULL, 'p' },
-		{ "no-sync", no_argument, NULL, 's' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
 	struct fsafe_error e = { 0 };
 	struct fsafe_write_opts opts = FSAFE_WRITE_OPTS_INIT;
-	int c, r;
+	const struct cli_opt table[] = {
+		CLI_BIT('c', "create-only", &opts.flags, FSAFE_CREATE_ONLY),
+		CLI_BIT('p', "mkdir", &opts.flags, FSAFE_MKDIR),
+		CLI_BIT('s', "no-sync", &opts.flags, FSAFE_NO_SYNC),
+		CLI_HELP,
+		CLI_END,
+	};
+	const struct cli_spec spec = { "symlink", usage, help, table, 0 };
+	struct cli_args ops;
+	int r = cli_parse(&spec, argc, argv, &ops);
 
-	opts.error = &e;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":cpsh", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'c': opts.flags |= FSAFE_CREATE_ONLY; break;
-		case 'p': opts.flags |= FSAFE_MKDIR; break;
-		case 's': opts.flags |= FSAFE_NO_SYNC; break;
-		case 'h':
-			fputs(usage, stdout);
-			fputs(help, stdout);
-			return cli_flush_stdout("symlink") ? CLI_OK : CLI_FAIL;
-		default: return cli_bad_option("symlink", argv, c, usage);
-		}
-	}
-	if (argc - optind != 2)
-		return cli_usage_error("symlink", argc - optind < 2
+	(void)ctx;
+	if (r != CLI_CONTINUE)
+		return r;
+	if (ops.argc != 2)
+		return cli_spec_error(&spec, "%s", ops.argc < 2
 		        ? "TARGET and LINKNAME are needed"
-		        : "only TARGET and LINKNAME", usage);
-	r = fsafe_symlinkat(argv[optind], AT_FDCWD, argv[optind + 1], &opts);
-	return r < 0 ? report(argv[optind + 1], r, &e) : CLI_OK;
+		        : "only TARGET and LINKNAME");
+	opts.error = &e;
+	r = fsafe_symlinkat(ops.argv[0], AT_FDCWD, ops.argv[1], &opts);
+	return r < 0 ? report(ops.argv[1], r, &e) : CLI_OK;
 }

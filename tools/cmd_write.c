@@ -6,7 +6,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,6 +16,7 @@
 
 #include "cli.h"
 #include "cli_batch.h"
+#include "cli_opt.h"
 #include "cli_signal.h"
 #include "cli_util.h"
 #include "fsafe.h"
@@ -75,7 +76,7 @@ struct write_args {
 	const char *file;
 	const char *root;
 	struct fsafe_write_opts opts;
-	bool help, batch;
+	bool batch;
 };
 
 /*
@@ -101,81 +102,55 @@ static int parse_mode(const char *s, mode_t *mode)
 	return 0;
 }
 
-/* Long-only options, past every char value. */
-enum {
-	OPT_NO_TMPFILE = 256,
-	OPT_NO_XATTRS,
-	OPT_XATTRS_BEST_EFFORT,
-	OPT_NO_SPLIT_LINKS,
-	OPT_IF_UNCHANGED,
-};
+static const struct cli_spec spec_base = { "write", usage, help, NULL, 0 };
 
 static int parse_args(int argc, char **argv, struct write_args *a)
 {
-	static const struct option longopts[] = {
-		{ "mode", required_argument, NULL, 'm' },
-		{ "create-only", no_argument, NULL, 'c' },
-		{ "no-follow", no_argument, NULL, 'n' },
-		{ "mkdir", no_argument, NULL, 'p' },
-		{ "no-sync", no_argument, NULL, 's' },
-		{ "no-tmpfile", no_argument, NULL, OPT_NO_TMPFILE },
-		{ "no-xattrs", no_argument, NULL, OPT_NO_XATTRS },
-		{ "xattrs-best-effort", no_argument, NULL,
-		  OPT_XATTRS_BEST_EFFORT },
-		{ "no-split-links", no_argument, NULL, OPT_NO_SPLIT_LINKS },
-		{ "if-unchanged", required_argument, NULL, OPT_IF_UNCHANGED },
-		{ "root", required_argument, NULL, 'r' },
-		{ "batch", no_argument, NULL, 'b' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
+	const char *mode = NULL;
+	const struct cli_opt opts[] = {
+		CLI_STRING('m', "mode", &mode),
+		CLI_BIT('c', "create-only", &a->opts.flags, FSAFE_CREATE_ONLY),
+		CLI_BIT('n', "no-follow", &a->opts.flags, FSAFE_NO_FOLLOW),
+		CLI_BIT('p', "mkdir", &a->opts.flags, FSAFE_MKDIR),
+		CLI_BIT('s', "no-sync", &a->opts.flags, FSAFE_NO_SYNC),
+		CLI_BIT(0, "no-tmpfile", &a->opts.flags, FSAFE_NO_TMPFILE),
+		CLI_BIT(0, "no-xattrs", &a->opts.flags, FSAFE_NO_XATTRS),
+		CLI_BIT(0, "xattrs-best-effort", &a->opts.flags,
+		        FSAFE_XATTRS_BEST_EFFORT),
+		CLI_BIT(0, "no-split-links", &a->opts.flags,
+		        FSAFE_NO_SPLIT_LINKS),
+		CLI_STRING(0, "if-unchanged", &a->opts.if_unchanged),
+		CLI_PATH('r', "root", &a->root),
+		CLI_FLAG('b', "batch", &a->batch),
+		CLI_HELP,
+		CLI_END,
 	};
-	/* ':' first: a missing value is reported apart from an unknown
-	   option. */
-	static const char shortopts[] = ":m:cnpsr:bh";
-	int c;
+	struct cli_spec spec = spec_base;
+	struct cli_args ops;
+	int r;
 
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
-		switch (c) {
-		case 'm':
-			if (parse_mode(optarg, &a->opts.mode) < 0)
-				return cli_usage_error("write",
-				        "--mode takes an octal mode from 1 "
-				        "to 7777", usage);
-			break;
-		case 'c': a->opts.flags |= FSAFE_CREATE_ONLY; break;
-		case 'n': a->opts.flags |= FSAFE_NO_FOLLOW; break;
-		case 'p': a->opts.flags |= FSAFE_MKDIR; break;
-		case 's': a->opts.flags |= FSAFE_NO_SYNC; break;
-		case OPT_NO_TMPFILE: a->opts.flags |= FSAFE_NO_TMPFILE; break;
-		case OPT_NO_XATTRS: a->opts.flags |= FSAFE_NO_XATTRS; break;
-		case OPT_XATTRS_BEST_EFFORT:
-			a->opts.flags |= FSAFE_XATTRS_BEST_EFFORT;
-			break;
-		case OPT_NO_SPLIT_LINKS:
-			a->opts.flags |= FSAFE_NO_SPLIT_LINKS;
-			break;
-		case OPT_IF_UNCHANGED: a->opts.if_unchanged = optarg; break;
-		case 'r': a->root = optarg; break;
-		case 'b': a->batch = true; break;
-		case 'h': a->help = true; return CLI_OK;
-		default: return cli_bad_option("write", argv, c, usage);
-		}
-	}
-	if (a->batch && (a->root || a->opts.if_unchanged || argc != optind))
-		return cli_usage_error("write", a->root
+	spec.opts = opts;
+	if ((r = cli_parse(&spec, argc, argv, &ops)) != CLI_CONTINUE)
+		return r;
+	if (mode && parse_mode(mode, &a->opts.mode) < 0)
+		return cli_spec_error(&spec, "--mode takes an octal mode from 1 "
+		                      "to 7777");
+	if (a->batch && (a->root || a->opts.if_unchanged || ops.argc))
+		return cli_spec_error(&spec, "%s", a->root
 		        ? "--batch does not take --root"
 		        : a->opts.if_unchanged
 		        ? "--batch does not take --if-unchanged (a token names "
 		          "one file)"
-		        : "--batch takes its files on standard input", usage);
+		        : "--batch takes its files on standard input");
 	if (a->batch)
-		return CLI_OK;
-	if (argc - optind != 1)
-		return cli_usage_error("write", argc == optind
-		        ? "FILE is missing" : "only one FILE", usage);
-	a->file = argv[optind];
-	return CLI_OK;
+		return CLI_CONTINUE;
+	if (ops.argc != 1)
+		return cli_spec_error(&spec, "%s", ops.argc ? "only one FILE"
+		                                            : "FILE is missing");
+	if (!*ops.argv[0])
+		return cli_spec_error(&spec, "FILE is an empty path");
+	a->file = ops.argv[0];
+	return CLI_CONTINUE;
 }
 
 /* One line naming the file, the failed step, and what became of FILE. */
@@ -189,7 +164,7 @@ static int report(const char *file, int r, const struct fsafe_error *e,
 	else if (r == -EBADFD && e->step)
 		/* The step names the file's type; errno would only blur it. */
 		cli_warn("write %s: %s; unchanged", file, e->step);
-	else if (r == -ESTALE)
+	else if (r == FSAFE_ECONFLICT)
 		cli_warn("write %s: changed since its token was taken; %s "
 		         "unchanged", file, file);
 	else if (r == FSAFE_ENOTDURABLE || e->published)
@@ -222,11 +197,11 @@ static int open_root_writer(const struct write_args *a,
 		         a->root, fsafe_strerror(r));
 		return CLI_FAIL;
 	}
+	char why[PATH_MAX + 128];
+
 	r = fsafe_root_writer_open(root, a->file, &a->opts, w);
-	/* The root's own error names the refused component. */
-	if (r < 0 && re.step && strstr(re.step, "(component '"))
-		cli_warn("write %s: %s (beneath %s): %s; %s unchanged",
-		         a->file, re.step, a->root, fsafe_strerror(r), a->file);
+	if (r < 0 && cli_root_refusal(&re, r, a->root, why, sizeof(why)))
+		cli_warn("write %s: %s; %s unchanged", a->file, why, a->file);
 	else if (r < 0)
 		report(a->file, r, e, a->opts.flags);
 	fsafe_root_close(root);
@@ -317,13 +292,6 @@ static int run(struct write_args *a)
 		         strerror(-r), a->file);
 		return CLI_FAIL;
 	}
-	/* A closed stdin would be reused by the writer's own descriptors,
-	   and we would read back our directory or our stage. */
-	if (fcntl(STDIN_FILENO, F_GETFD) < 0) {
-		cli_warn("write %s: reading standard input: %s; %s unchanged",
-		         a->file, strerror(errno), a->file);
-		return CLI_FAIL;
-	}
 	if ((r = open_writer(a, &e, &w)) != CLI_OK)
 		return r;
 	if ((r = copy_input(w, a, &waitmask)) != 0)
@@ -340,17 +308,13 @@ static int run(struct write_args *a)
 	return CLI_OK;
 }
 
-int cmd_write(int argc, char **argv)
+int cmd_write(void *ctx, int argc, char **argv)
 {
 	struct write_args a = { .opts = FSAFE_WRITE_OPTS_INIT };
 	int r = parse_args(argc, argv, &a);
 
-	if (r != CLI_OK)
+	(void)ctx;
+	if (r != CLI_CONTINUE)
 		return r;
-	if (a.help) {
-		fputs(usage, stdout);
-		fputs(help, stdout);
-		return cli_flush_stdout("write") ? CLI_OK : CLI_FAIL;
-	}
 	return a.batch ? cli_write_batch(&a.opts) : run(&a);
 }

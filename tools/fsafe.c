@@ -2,22 +2,32 @@
  * fsafe(1): the command-line tool. Only calls the public API.
  * Each subcommand lives in tools/cmd_<name>.c; this file dispatches.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
+#include "cli_opt.h"
+#include "cli_util.h"
 #include "fsafe.h"
 
-static const struct cli_command commands[] = {
-#define CLI_COMMAND(name, fn, summary) { name, fn, summary },
+static const struct cli_verb commands[] = {
+#define CLI_COMMAND(name, fn, summary) { name, fn, 0, INT_MAX, summary },
 #include "commands.def"
 #undef CLI_COMMAND
 };
 
+enum { NCOMMANDS = sizeof(commands) / sizeof(commands[0]) };
+
+static const struct cli_spec spec = {
+	.usage = "usage: fsafe COMMAND [ARGS...]\n",
+};
+
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: fsafe COMMAND [ARGS...]\n\ncommands:\n");
-	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+	fputs(spec.usage, f);
+	fputs("\ncommands:\n", f);
+	for (size_t i = 0; i < NCOMMANDS; i++)
 		fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
 	fprintf(f, "\nfsafe COMMAND --help for a command's options; man fsafe.\n"
 	           "exit status: 0 ok, 1 operation failed, 2 usage\n");
@@ -25,22 +35,20 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+	if (cli_open_std() < 0)
+		return CLI_FAIL;
 	if (argc < 2) {
 		usage(stderr);
 		return CLI_USAGE;
 	}
 	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
 		usage(stdout);
-		return CLI_OK;
+		return cli_flush_stdout("--help") ? CLI_OK : CLI_FAIL;
 	}
 	if (!strcmp(argv[1], "--version")) {
 		printf("fsafe %s\n", fsafe_version());
-		return CLI_OK;
+		return cli_flush_stdout("--version") ? CLI_OK : CLI_FAIL;
 	}
-	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		if (!strcmp(argv[1], commands[i].name))
-			return commands[i].run(argc - 1, argv + 1);
-	fprintf(stderr, "fsafe: unknown command '%s'\n", argv[1]);
-	usage(stderr);
-	return CLI_USAGE;
+	return cli_dispatch(&spec, commands, NCOMMANDS, NULL, argc - 1,
+	                    argv + 1);
 }

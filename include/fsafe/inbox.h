@@ -178,6 +178,48 @@ FSAFE_API size_t fsafe_inbox_msg_len(const fsafe_inbox_msg *m);
 FSAFE_API uint64_t fsafe_inbox_msg_seq(const fsafe_inbox_msg *m);
 FSAFE_API void fsafe_inbox_msg_free(fsafe_inbox_msg *m);
 
+/* Where fsafe_inbox_list() found an entry. */
+enum fsafe_inbox_state {
+	FSAFE_INBOX_NEW,         /* waiting in new/ */
+	FSAFE_INBOX_CLAIMED,     /* in a consumer's claimed/ directory */
+	FSAFE_INBOX_QUARANTINED, /* set aside in quarantine/ */
+	FSAFE_INBOX_STRAY,       /* no message where one belongs: `problem` */
+};
+
+/* One entry of fsafe_inbox_list(); valid during the callback only. */
+struct fsafe_inbox_entry {
+	/* A message's id; a stray's or a quarantined file's name; for a
+	   directory of the layout that is not one, its name ("new"). */
+	const char *name;
+	enum fsafe_inbox_state state;
+	/* Its directory in the inbox: "new", "claimed/n-NAME", "quarantine",
+	   or "" for a directory of the layout itself. */
+	const char *dir;
+	/* CLAIMED by a named consumer: its name; NULL for a process
+	   consumer (claimed/p-<token>) and for every other state. */
+	const char *consumer;
+	/* Bytes of a regular file (a message's header included), else 0. */
+	uint64_t size;
+	/* STRAY: why it is not a message ("symbolic link, not followed",
+	   "FIFO", "not a message id", "missing", ...); otherwise NULL. */
+	const char *problem;
+};
+
+/*
+ * Calls fn for every message waiting in new/, every claim (with its
+ * consumer) and every file in quarantine/ (not their ".reason" files) of
+ * the inbox `path` relative to `dirfd`, in directory order. Reads only:
+ * nothing is opened but directories, never through a symbolic link, so a
+ * FIFO or a link in the inbox is reported (as FSAFE_INBOX_STRAY), never
+ * followed or opened; staging files and owner records are skipped.
+ * Returns 0; fn's first non-zero return, which stops the walk; or a
+ * negative errno if the inbox directory cannot be read.
+ */
+FSAFE_API int fsafe_inbox_list(int dirfd, const char *path,
+                               int (*fn)(const struct fsafe_inbox_entry *e,
+                                         void *arg),
+                               void *arg);
+
 /* What a recovery did. */
 struct fsafe_inbox_recovery {
 	size_t size;         /* sizeof(struct fsafe_inbox_recovery), or 0 */

@@ -282,7 +282,7 @@ static void batch_flags_and_a_wait_of_zero(void **state)
 }
 
 /* if_unchanged holds for an async write as for any other: a file changed
-   after its token was taken is left alone (-ESTALE). The token string is
+   after its token was taken is left alone (FSAFE_ECONFLICT). The token string is
    the caller's only during the submit. */
 static void if_unchanged_is_kept(void **state)
 {
@@ -303,7 +303,7 @@ static void if_unchanged_is_kept(void **state)
 	memset(tok, 'x', sizeof(tok) - 1); /* the caller's string is gone */
 	assert_int_equal(fsafe_async_wait(a, FSAFE_FOREVER), 0);
 	assert_int_equal(fsafe_async_reap(a, &c, 1), 1);
-	assert_int_equal(c.result, -ESTALE);
+	assert_int_equal(c.result, FSAFE_ECONFLICT);
 	fsafe_async_free(a);
 	assert_true(tu_equals(f->dir, "t", "v2 by another", 13));
 }

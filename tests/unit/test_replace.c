@@ -625,7 +625,7 @@ static void conditional_replace_only_over_what_was_read(void **state)
 	assert_int_equal(put_if(f, "t", "v2", tok), 0);
 	assert_true(tu_equals(f->dir, "t", "v2", 2));
 	/* The same token again: the file is another one now. */
-	assert_int_equal(put_if(f, "t", "v3", tok), -ESTALE);
+	assert_int_equal(put_if(f, "t", "v3", tok), FSAFE_ECONFLICT);
 	assert_true(tu_equals(f->dir, "t", "v2", 2));
 	/* A change in place (same inode) is caught by size / ctime. */
 	assert_int_equal(fsafe_token_get(f->dirfd, "t", 0, tok2), 0);
@@ -633,11 +633,11 @@ static void conditional_replace_only_over_what_was_read(void **state)
 	assert_true(fd >= 0);
 	assert_int_equal(write(fd, "!", 1), 1);
 	close(fd);
-	assert_int_equal(put_if(f, "t", "v4", tok2), -ESTALE);
+	assert_int_equal(put_if(f, "t", "v4", tok2), FSAFE_ECONFLICT);
 	/* Gone is stale too; garbage is refused. */
 	assert_int_equal(fsafe_token_get(f->dirfd, "t", 0, tok2), 0);
 	assert_int_equal(unlinkat(f->dirfd, "t", 0), 0);
-	assert_int_equal(put_if(f, "t", "v5", tok2), -ESTALE);
+	assert_int_equal(put_if(f, "t", "v5", tok2), FSAFE_ECONFLICT);
 	assert_int_equal(put_if(f, "t", "v5", "zz"), -EINVAL);
 	assert_int_equal(tu_count_entries(f->dir), 0);
 	assert_clean(f);
@@ -704,7 +704,7 @@ static void racing_conditional_writers_one_wins(void **state)
 				winners++;
 				winner = i;
 			} else {
-				assert_int_equal(rs[i].result, -ESTALE);
+				assert_int_equal(rs[i].result, FSAFE_ECONFLICT);
 			}
 		}
 		pthread_barrier_destroy(&go);
