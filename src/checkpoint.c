@@ -1556,6 +1556,16 @@ static int gen_verify(int dirfd, uint64_t seq, char *path, char *what,
 	return r == -ENOMEM ? r : r < 0;
 }
 
+/* What a quarantine's result `r` did, in words, into `action`. */
+static void say_quarantined(int r, const char *as, char *action, size_t len)
+{
+	if (r == 0)
+		snprintf(action, len, "quarantined as %s/%s",
+		         FSAFE__CKPT_QUARANTINE, as);
+	else
+		snprintf(action, len, "not quarantined: %s", fsafe_strerror(r));
+}
+
 /* Repair: move `name` to quarantine and say so in `action`. */
 static void fix_quarantine(struct walk *w, const char *name, const char *why,
                            uint64_t seq, char *action, size_t len)
@@ -1563,14 +1573,11 @@ static void fix_quarantine(struct walk *w, const char *name, const char *why,
 	char as[NAME_MAX + 1];
 	int r = quarantine(w->dirfd, name, why, as);
 
-	if (r == 0) {
-		snprintf(action, len, "quarantined as %s/%s",
-		         FSAFE__CKPT_QUARANTINE, as);
+	say_quarantined(r, as, action, len);
+	if (r == 0)
 		log_event(w->cp, FSAFE_CHECKPOINT_EV_QUARANTINED, seq);
-	} else {
-		snprintf(action, len, "not quarantined: %s", fsafe_strerror(r));
+	else
 		w->unfixed = true;
-	}
 }
 
 /*
@@ -1605,12 +1612,7 @@ static int stray_one(int fd, const char *name, unsigned char type, void *arg)
 	snprintf(why, sizeof(why), "%s: not in the manifest\n", path);
 	if (w->cp) {
 		int r = quarantine_from(w->dirfd, s->gfd, name, qname, why, as);
-		if (r == 0)
-			snprintf(action, sizeof(action), "quarantined as %s/%s",
-			         FSAFE__CKPT_QUARANTINE, as);
-		else
-			snprintf(action, sizeof(action), "not quarantined: %s",
-			         fsafe_strerror(r));
+		say_quarantined(r, as, action, sizeof(action));
 		w->unfixed |= r < 0;
 	}
 	report(w, path, "not in the manifest (a stray entry)",
@@ -1945,12 +1947,7 @@ static void repair_lock(struct walk *w, int dfd)
 	         kind_of(st.st_mode));
 	snprintf(why, sizeof(why), "LOCK: %s\n", what);
 	int r = quarantine(dfd, FSAFE__CKPT_LOCK, why, as);
-	if (r == 0)
-		snprintf(action, sizeof(action), "quarantined as %s/%s",
-		         FSAFE__CKPT_QUARANTINE, as);
-	else
-		snprintf(action, sizeof(action), "not quarantined: %s",
-		         fsafe_strerror(r));
+	say_quarantined(r, as, action, sizeof(action));
 	report(w, FSAFE__CKPT_LOCK, what, action, 0);
 }
 

@@ -286,15 +286,11 @@ static int rec_read(int dirfd, const char *name, const void *key,
 
 /* ---- changing records (under the lock) ----------------------------------- */
 
-/* The store's wait (0: its default) as the lock module counts it; the
-   lock takes no more than UINT64_MAX / 10^6 ms (584 years), which is
-   "without limit" for any caller. */
+/* The store's wait (0: its default, FSAFE_FOREVER: no limit, which the
+   lock module takes as it is). */
 static uint64_t lock_wait_ms(uint64_t timeout_ms)
 {
-	if (timeout_ms == 0)
-		return FSAFE_STORE_LOCK_TIMEOUT_MS;
-	return timeout_ms > UINT64_MAX / 1000000 ? UINT64_MAX / 1000000
-	                                         : timeout_ms;
+	return timeout_ms ? timeout_ms : FSAFE_STORE_LOCK_TIMEOUT_MS;
 }
 
 static int lock_in(int lfd, fsafe_store *s, fsafe_lock **l)
