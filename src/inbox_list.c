@@ -15,10 +15,8 @@
 
 #include "sys.h"
 
-typedef int (*list_fn)(const struct fsafe_inbox_entry *e, void *arg);
-
 struct walk {
-	list_fn fn;
+	fsafe_inbox_list_fn fn;
 	void *arg;
 };
 
@@ -172,7 +170,8 @@ static int list_claimed(const struct walk *w, int ibfd)
 	return r;
 }
 
-int fsafe_inbox_list(int dirfd, const char *path, list_fn fn, void *arg)
+int fsafe_inbox_list(int dirfd, const char *path, fsafe_inbox_list_fn fn,
+                     void *arg)
 {
 	static const struct fsafe_inbox_entry news = {
 		.state = FSAFE_INBOX_NEW, .dir = "new",

@@ -215,10 +215,10 @@ struct fsafe_inbox_entry {
  * Returns 0; fn's first non-zero return, which stops the walk; or a
  * negative errno if the inbox directory cannot be read.
  */
+typedef int (*fsafe_inbox_list_fn)(const struct fsafe_inbox_entry *e,
+                                   void *arg);
 FSAFE_API int fsafe_inbox_list(int dirfd, const char *path,
-                               int (*fn)(const struct fsafe_inbox_entry *e,
-                                         void *arg),
-                               void *arg);
+                               fsafe_inbox_list_fn fn, void *arg);
 
 /* What a recovery did. */
 struct fsafe_inbox_recovery {
