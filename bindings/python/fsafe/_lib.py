@@ -1,0 +1,234 @@
+"""Loading libfsafe and declaring the C prototypes the binding calls.
+
+Every other module gets the library through ``lib()`` so that loading
+happens once, on first use, and a missing library fails with a message
+that says where it was looked for.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import threading
+from typing import Optional
+
+#: Resolve paths relative to the current directory (AT_FDCWD on Linux).
+AT_FDCWD = -100
+
+FSAFE_ENOTDURABLE = -16001
+FSAFE_ECONFLICT = -16002
+FSAFE_FOREVER = 2**64 - 1
+
+# Atomic write flags (fsafe.h).
+NO_SYNC = 1 << 0
+CREATE_ONLY = 1 << 1
+NO_FOLLOW = 1 << 2
+MKDIR = 1 << 3
+NO_TMPFILE = 1 << 4
+
+SWEEP_DRY_RUN = 1 << 0
+
+LOCK_NO_WAIT = 1 << 0
+LOCK_FORCE = 1 << 1
+LOCK_KERNEL = 1 << 2
+
+STORE_CREATE = 1 << 0
+STORE_NO_SWEEP = 1 << 1
+STORE_LOCK_KERNEL = 1 << 2
+STORE_KEEP = 1
+STORE_WRITE = 2
+STORE_DELETE = 3
+
+TOKEN_LEN = 73
+
+c_mode_t = ctypes.c_uint  # mode_t is unsigned int on Linux
+
+
+class Error(ctypes.Structure):
+    _fields_ = [
+        ("code", ctypes.c_int),
+        ("sys_errno", ctypes.c_int),
+        ("step", ctypes.c_char_p),
+        ("published", ctypes.c_bool),
+    ]
+
+
+class WriteOpts(ctypes.Structure):
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("flags", ctypes.c_uint),
+        ("mode", c_mode_t),
+        ("error", ctypes.POINTER(Error)),
+        ("if_unchanged", ctypes.c_char_p),
+    ]
+
+
+class LockOpts(ctypes.Structure):
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("flags", ctypes.c_uint),
+        ("timeout_ms", ctypes.c_uint64),
+        ("grace_ms", ctypes.c_uint64),
+        ("error", ctypes.POINTER(Error)),
+    ]
+
+
+class StoreOpts(ctypes.Structure):
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("flags", ctypes.c_uint),
+        ("write_flags", ctypes.c_uint),
+        ("mode", c_mode_t),
+        ("sweep_older_than_ms", ctypes.c_uint64),
+        ("lock_timeout_ms", ctypes.c_uint64),
+        ("error", ctypes.POINTER(Error)),
+    ]
+
+
+class StoreEntry(ctypes.Structure):
+    _fields_ = [
+        ("key", ctypes.c_void_p),
+        ("keylen", ctypes.c_size_t),
+        ("version", ctypes.c_uint64),
+        ("len", ctypes.c_uint64),
+    ]
+
+
+def new_opts(cls: type, **fields: object) -> ctypes.Structure:
+    """An options struct with `size` set, as the *_INIT macros make it."""
+    opts = cls(**fields)
+    opts.size = ctypes.sizeof(cls)
+    return opts
+
+
+STORE_UPDATE_FN = ctypes.CFUNCTYPE(
+    ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t,
+    ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t),
+    ctypes.c_void_p)
+
+_P = ctypes.c_void_p
+_INT = ctypes.c_int
+_SZ = ctypes.c_size_t
+_U64 = ctypes.c_uint64
+_PU64 = ctypes.POINTER(ctypes.c_uint64)
+_STR = ctypes.c_char_p
+
+# name: (result type, argument types)
+_PROTOTYPES = {
+    "fsafe_version": (_STR, []),
+    "fsafe_strerror": (_STR, [_INT]),
+    "fsafe_is_staging_name": (ctypes.c_bool, [_STR]),
+    "fsafe_token_get": (_INT, [_INT, _STR, ctypes.c_uint, ctypes.c_char_p]),
+    "fsafe_write_fileat": (_INT, [_INT, _STR, _P, _SZ,
+                                  ctypes.POINTER(WriteOpts)]),
+    "fsafe_writer_open": (_INT, [_INT, _STR, ctypes.POINTER(WriteOpts),
+                                 ctypes.POINTER(_P)]),
+    "fsafe_writer_write": (_INT, [_P, _P, _SZ]),
+    "fsafe_writer_fd": (_INT, [_P]),
+    "fsafe_writer_commit": (_INT, [_P]),
+    "fsafe_writer_abort": (None, [_P]),
+    "fsafe_cancel_new": (_INT, [ctypes.POINTER(_P)]),
+    "fsafe_cancel_request": (None, [_P]),
+    "fsafe_cancel_requested": (ctypes.c_bool, [_P]),
+    "fsafe_cancel_free": (None, [_P]),
+    "fsafe_sweep": (_INT, [_INT, _STR, _U64, ctypes.c_uint, _P,
+                           ctypes.POINTER(_P)]),
+    "fsafe_sweep_result_count": (_SZ, [_P]),
+    "fsafe_sweep_result_name": (_STR, [_P, _SZ]),
+    "fsafe_sweep_result_free": (None, [_P]),
+    "fsafe_lock_acquire": (_INT, [_INT, _STR, ctypes.POINTER(LockOpts),
+                                  ctypes.POINTER(_P)]),
+    "fsafe_lock_broken": (ctypes.c_uint, [_P]),
+    "fsafe_lock_release": (_INT, [_P]),
+    "fsafe_store_open": (_INT, [_INT, _STR, ctypes.POINTER(StoreOpts),
+                                ctypes.POINTER(_P)]),
+    "fsafe_store_swept": (ctypes.c_uint, [_P]),
+    "fsafe_store_close": (None, [_P]),
+    "fsafe_store_put": (_INT, [_P, _P, _SZ, _P, _SZ, _PU64]),
+    "fsafe_store_put_if": (_INT, [_P, _P, _SZ, _P, _SZ, _U64, _PU64]),
+    "fsafe_store_get": (_INT, [_P, _P, _SZ, ctypes.POINTER(_P),
+                               ctypes.POINTER(_SZ), _PU64]),
+    "fsafe_store_delete": (_INT, [_P, _P, _SZ]),
+    "fsafe_store_update": (_INT, [_P, _P, _SZ, STORE_UPDATE_FN, _P, _PU64]),
+    "fsafe_store_list": (_INT, [_P, _P, ctypes.POINTER(_P)]),
+    "fsafe_store_iter_next": (_INT, [_P, ctypes.POINTER(StoreEntry)]),
+    "fsafe_store_iter_free": (None, [_P]),
+}
+
+_lock = threading.Lock()
+_lib: Optional[ctypes.CDLL] = None
+_free = None
+
+
+def _candidates() -> list:
+    explicit = os.environ.get("FSAFE_LIBRARY")
+    if explicit:
+        # Named by the user (the build tree's libfsafe.so for tests): that
+        # one or nothing, so a test never runs against another copy.
+        return [explicit]
+    found = ctypes.util.find_library("fsafe")
+    return [name for name in (found, "libfsafe.so.0", "libfsafe.so") if name]
+
+
+def _load() -> ctypes.CDLL:
+    errors = []
+    for name in _candidates():
+        try:
+            dll = ctypes.CDLL(name, use_errno=True)
+            break
+        except OSError as exc:
+            errors.append(f"{name}: {exc}")
+    else:
+        raise ImportError(
+            "fsafe: cannot load libfsafe (set FSAFE_LIBRARY to the path of "
+            "libfsafe.so): " + "; ".join(errors))
+    for fn_name, (restype, argtypes) in _PROTOTYPES.items():
+        fn = getattr(dll, fn_name)
+        fn.restype = restype
+        fn.argtypes = argtypes
+    return dll
+
+
+def lib() -> ctypes.CDLL:
+    """The loaded library, with every prototype declared."""
+    global _lib
+    if _lib is None:
+        with _lock:
+            if _lib is None:
+                _lib = _load()
+    return _lib
+
+
+def free(ptr: int) -> None:
+    """Release memory the library malloc'd (e.g. fsafe_store_get's copy)."""
+    global _free
+    if _free is None:
+        fn = ctypes.CDLL(None).free
+        fn.restype = None
+        fn.argtypes = [ctypes.c_void_p]
+        _free = fn
+    _free(ptr)
+
+
+def fspath(path: "os.PathLike[str] | str | bytes") -> bytes:
+    """A path argument as the bytes the C library takes."""
+    return os.fsencode(path)
+
+
+def dirfd_of(dir_fd: Optional[int]) -> int:
+    return AT_FDCWD if dir_fd is None else dir_fd
+
+
+def as_buffer(data) -> "tuple[object, int]":
+    """A bytes-like object as a pointer argument and its length, without a
+    copy when the object is bytes or writable."""
+    if isinstance(data, bytes):
+        return data, len(data)
+    view = memoryview(data)
+    if not view.contiguous:
+        raise BufferError("fsafe: a buffer must be contiguous")
+    view = view.cast("B")
+    if view.readonly:
+        return bytes(view), len(view)
+    return (ctypes.c_char * len(view)).from_buffer(view), len(view)
