@@ -22,6 +22,8 @@ fsafe_need() {
 # commands build the full library.
 FSAFE_BUILD_DEPS=(cmake make gcc pkg-config scdoc liburing-dev libssl-dev)
 # The tests: compilers and frameworks, the filesystems the power-loss and
-# damage tests make (ext4, xfs, btrfs loop images), xattr and ACL tools.
+# damage tests make (ext4, xfs, btrfs loop images), xattr and ACL tools,
+# and pytest for the Python binding.
 FSAFE_TEST_DEPS=(clang libclang-rt-14-dev libcmocka-dev bats strace
-                 e2fsprogs xfsprogs btrfs-progs util-linux attr acl)
+                 e2fsprogs xfsprogs btrfs-progs util-linux attr acl
+                 python3-pytest)
