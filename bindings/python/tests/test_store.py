@@ -85,7 +85,7 @@ def test_update_errors_change_nothing(store):
 
 
 def test_key_errors(store):
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="keys are bytes"):
         store["str"] = b"x"
     with pytest.raises(OSError) as info:
         store[b"k" * 127] = b"x"
