@@ -86,7 +86,8 @@ apply() {
 targets() {
 	ctest --test-dir "$build" -N -R "$1" 2>/dev/null |
 	sed -n 's/^ *Test *#[0-9]*: *//p' |
-	sed -e 's/^cli$/fsafe_cli/' -e 's/^power_cut_.*/test_power_cut/' |
+	sed -e 's/^cli$/fsafe_cli/' -e 's/^power_cut_.*/test_power_cut/' \
+	    -e 's/^python$/fsafe/' |
 	sort -u
 }
 
