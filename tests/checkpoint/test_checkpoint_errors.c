@@ -21,22 +21,6 @@
 #include "sys.h"
 #include "testutil.h"
 
-static int fail_eio(int fd)
-{
-	(void)fd;
-	errno = EIO;
-	return -1;
-}
-
-static void assert_detail(const struct fsafe_error *e, int code, int err,
-                          const char *step)
-{
-	assert_int_equal(e->code, code);
-	assert_int_equal(e->sys_errno, err);
-	assert_non_null(e->step);
-	assert_string_equal(e->step, step);
-}
-
 static int try_open(int dirfd, unsigned flags, const char *revision,
                     struct fsafe_error *e, fsafe_checkpoint **out)
 {
@@ -57,7 +41,7 @@ static void revision_rules_are_named(void **state)
 	assert_int_equal(try_open(f->dirfd, FSAFE_CHECKPOINT_CREATE, "v1\nv2",
 	                          &e, &cp), -EINVAL);
 	assert_null(cp);
-	assert_detail(&e, -EINVAL, EINVAL, "revision (control character)");
+	tu_assert_error(&e, -EINVAL, EINVAL, "revision (control character)");
 
 	size_t n = 100 * 1024;
 	char *big = malloc(n + 1);
@@ -65,7 +49,7 @@ static void revision_rules_are_named(void **state)
 	big[n] = '\0';
 	assert_int_equal(try_open(f->dirfd, FSAFE_CHECKPOINT_CREATE, big, &e,
 	                          &cp), -EINVAL);
-	assert_detail(&e, -EINVAL, EINVAL, "revision (too long)");
+	tu_assert_error(&e, -EINVAL, EINVAL, "revision (too long)");
 	/* The limit itself is taken. */
 	big[FSAFE_CHECKPOINT_REVISION_MAX] = '\0';
 	memset(&e, 0, sizeof(e));
@@ -79,7 +63,7 @@ static void revision_rules_are_named(void **state)
 	fsafe_checkpoint *other;
 	assert_int_equal(try_open(f->dirfd, FSAFE_CHECKPOINT_NO_WAIT, NULL, &e,
 	                          &other), -EWOULDBLOCK);
-	assert_detail(&e, -EWOULDBLOCK, EWOULDBLOCK, "lock");
+	tu_assert_error(&e, -EWOULDBLOCK, EWOULDBLOCK, "lock");
 	assert_int_equal(fsafe_checkpoint_close(cp), 0);
 }
 
@@ -95,20 +79,20 @@ static void handle_calls_fill_error(void **state)
 	assert_int_equal(try_open(f->dirfd, FSAFE_CHECKPOINT_CREATE, NULL, &e,
 	                          &cp), 0);
 	assert_int_equal(fsafe_checkpoint_load(cp, NULL, &snap), -ENOENT);
-	assert_detail(&e, -ENOENT, ENOENT, "load (no checkpoint)");
+	tu_assert_error(&e, -ENOENT, ENOENT, "load (no checkpoint)");
 
 	assert_int_equal(fsafe_checkpoint_begin(cp, &tx), 0);
 	assert_int_equal(fsafe_checkpoint_begin(cp, &tx2), -EBUSY);
-	assert_detail(&e, -EBUSY, EBUSY, "begin (a transaction is open)");
+	tu_assert_error(&e, -EBUSY, EBUSY, "begin (a transaction is open)");
 	assert_int_equal(fsafe_checkpoint_add(tx, "a/b", "x", 1), -EINVAL);
-	assert_detail(&e, -EINVAL, EINVAL, "add (bad name)");
+	tu_assert_error(&e, -EINVAL, EINVAL, "add (bad name)");
 	assert_int_equal(fsafe_checkpoint_add(tx, "a", "x", 1), 0);
 	assert_int_equal(fsafe_checkpoint_add(tx, "a", "x", 1), -EEXIST);
-	assert_detail(&e, -EEXIST, EEXIST, "add (name added already)");
+	tu_assert_error(&e, -EEXIST, EEXIST, "add (name added already)");
 
 	/* The generation's directory sync fails: the batch's step. */
 	struct fsafe_sys t = fsafe__sys_default;
-	t.fsync = t.fdatasync = fail_eio;
+	t.fsync = t.fdatasync = tu_fail_eio;
 	memset(&e, 0, sizeof(e));
 	const struct fsafe_sys *old = fsafe__sys_swap(&t);
 	int r = fsafe_checkpoint_commit(tx, NULL);
@@ -123,11 +107,11 @@ static void handle_calls_fill_error(void **state)
 	assert_int_equal(fsafe_checkpoint_commit(tx, NULL), 0);
 	lo.generation = 99;
 	assert_int_equal(fsafe_checkpoint_load(cp, &lo, &snap), -ENOENT);
-	assert_detail(&e, -ENOENT, ENOENT, "load (no such generation)");
+	tu_assert_error(&e, -ENOENT, ENOENT, "load (no such generation)");
 	lo.generation = 0;
 	lo.flags = 1u << 20;
 	assert_int_equal(fsafe_checkpoint_load(cp, &lo, &snap), -EINVAL);
-	assert_detail(&e, -EINVAL, EINVAL, "options (flags)");
+	tu_assert_error(&e, -EINVAL, EINVAL, "options (flags)");
 	assert_int_equal(fsafe_checkpoint_close(cp), 0);
 
 	/* A read-only handle's own door. */
@@ -135,9 +119,9 @@ static void handle_calls_fill_error(void **state)
 	assert_int_equal(try_open(f->dirfd, FSAFE_CHECKPOINT_READ_ONLY, NULL,
 	                          &e2, &ro), 0);
 	assert_int_equal(fsafe_checkpoint_begin(ro, &tx), -EROFS);
-	assert_detail(&e2, -EROFS, EROFS, "begin (read-only)");
+	tu_assert_error(&e2, -EROFS, EROFS, "begin (read-only)");
 	assert_int_equal(fsafe_checkpoint_verify(ro, 7, NULL), -ENOENT);
-	assert_detail(&e2, -ENOENT, ENOENT, "open generation");
+	tu_assert_error(&e2, -ENOENT, ENOENT, "open generation");
 	assert_int_equal(fsafe_checkpoint_close(ro), 0);
 }
 
@@ -154,7 +138,7 @@ static void stream_fills_error(void **state)
 	assert_int_equal(fsafe_checkpoint_begin(cp, &tx), 0);
 	assert_int_equal(fsafe_checkpoint_add_stream(tx, "s", &s), 0);
 	assert_int_equal(fsafe_checkpoint_commit(tx, NULL), -EBUSY);
-	assert_detail(&e, -EBUSY, EBUSY, "commit (a stream is open)");
+	tu_assert_error(&e, -EBUSY, EBUSY, "commit (a stream is open)");
 	fsafe_checkpoint_close(cp);
 }
 

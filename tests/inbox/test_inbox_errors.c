@@ -23,22 +23,6 @@
 #include "sys.h"
 #include "testutil.h"
 
-static int fail_eio(int fd)
-{
-	(void)fd;
-	errno = EIO;
-	return -1;
-}
-
-static void assert_detail(const struct fsafe_error *e, int code, int err,
-                          const char *step)
-{
-	assert_int_equal(e->code, code);
-	assert_int_equal(e->sys_errno, err);
-	assert_non_null(e->step);
-	assert_string_equal(e->step, step);
-}
-
 static fsafe_inbox *open_ib(int dirfd, struct fsafe_error *e, unsigned flags)
 {
 	struct fsafe_inbox_opts o = FSAFE_INBOX_OPTS_INIT;
@@ -62,11 +46,11 @@ static void open_fills_error(void **state)
 	assert_int_equal(fsafe_inbox_open(f->dirfd, "missing", &o, &ib),
 	                 -ENOENT);
 	assert_null(ib);
-	assert_detail(&e, -ENOENT, ENOENT, "open");
+	tu_assert_error(&e, -ENOENT, ENOENT, "open");
 
 	o.flags = 1u << 20;
 	assert_int_equal(fsafe_inbox_open(f->dirfd, "ib", &o, &ib), -EINVAL);
-	assert_detail(&e, -EINVAL, EINVAL, "options (flags)");
+	tu_assert_error(&e, -EINVAL, EINVAL, "options (flags)");
 }
 
 static void deliver_fills_error(void **state)
@@ -78,21 +62,21 @@ static void deliver_fills_error(void **state)
 
 	assert_int_equal(fsafe_inbox_deliver(ib, big, sizeof(big), NULL),
 	                 -EMSGSIZE);
-	assert_detail(&e, -EMSGSIZE, EMSGSIZE, "deliver (above max_message)");
+	tu_assert_error(&e, -EMSGSIZE, EMSGSIZE, "deliver (above max_message)");
 
 	/* A failed data sync: the writer's step, through the inbox's door. */
 	struct fsafe_sys t = fsafe__sys_default;
-	t.fsync = t.fdatasync = fail_eio;
+	t.fsync = t.fdatasync = tu_fail_eio;
 	memset(&e, 0, sizeof(e));
 	const struct fsafe_sys *old = fsafe__sys_swap(&t);
 	int r = fsafe_inbox_deliver(ib, "m", 1, NULL);
 	fsafe__sys_swap(old);
 	assert_int_equal(r, -EIO);
-	assert_detail(&e, -EIO, EIO, "fsync");
+	tu_assert_error(&e, -EIO, EIO, "fsync");
 
 	/* Success leaves the detail alone. */
 	assert_int_equal(fsafe_inbox_deliver(ib, "m", 1, NULL), 0);
-	assert_detail(&e, -EIO, EIO, "fsync");
+	tu_assert_error(&e, -EIO, EIO, "fsync");
 	fsafe_inbox_close(ib);
 }
 
@@ -105,31 +89,31 @@ static void consumer_calls_fill_error(void **state)
 	fsafe_inbox_msg *m;
 
 	assert_int_equal(fsafe_inbox_consumer_open(ib, ".bad", &c), -EINVAL);
-	assert_detail(&e, -EINVAL, EINVAL, "consumer name");
+	tu_assert_error(&e, -EINVAL, EINVAL, "consumer name");
 	assert_int_equal(fsafe_inbox_consumer_open(ib, NULL, &c), 0);
 
 	assert_int_equal(fsafe_inbox_take(c, &m), -EAGAIN);
-	assert_detail(&e, -EAGAIN, EAGAIN, "take (nothing to take)");
+	tu_assert_error(&e, -EAGAIN, EAGAIN, "take (nothing to take)");
 
 	assert_int_equal(fsafe_inbox_ack(c, "../x"), -EINVAL);
-	assert_detail(&e, -EINVAL, EINVAL, "message id");
+	tu_assert_error(&e, -EINVAL, EINVAL, "message id");
 
 	/* The ack's first sync is new/'s: the claim's removal from it. */
 	assert_int_equal(fsafe_inbox_deliver(ib, "m", 1, NULL), 0);
 	assert_int_equal(fsafe_inbox_take(c, &m), 0);
 	struct fsafe_sys t = fsafe__sys_default;
-	t.fsync = fail_eio;
+	t.fsync = tu_fail_eio;
 	const struct fsafe_sys *old = fsafe__sys_swap(&t);
 	int r = fsafe_inbox_ack(c, fsafe_inbox_msg_id(m));
 	fsafe__sys_swap(old);
 	assert_int_equal(r, -EIO);
-	assert_detail(&e, -EIO, EIO, "fsync new/");
+	tu_assert_error(&e, -EIO, EIO, "fsync new/");
 
 	old = fsafe__sys_swap(&t);
 	r = fsafe_inbox_release(c, fsafe_inbox_msg_id(m));
 	fsafe__sys_swap(old);
 	assert_int_equal(r, -EIO);
-	assert_detail(&e, -EIO, EIO, "return to new/");
+	tu_assert_error(&e, -EIO, EIO, "return to new/");
 	fsafe_inbox_msg_free(m);
 
 	assert_int_equal(fsafe_inbox_wait(c, 0), 0); /* the message is back */
@@ -158,7 +142,7 @@ static void wait_zero_does_not_wait(void **state)
 	int64_t t0 = mono_ms();
 	assert_int_equal(fsafe_inbox_wait(c, 0), -ETIMEDOUT);
 	assert_true(mono_ms() - t0 < 1000);
-	assert_detail(&e, -ETIMEDOUT, ETIMEDOUT, "wait (timed out)");
+	tu_assert_error(&e, -ETIMEDOUT, ETIMEDOUT, "wait (timed out)");
 
 	t0 = mono_ms();
 	assert_int_equal(fsafe_inbox_wait(c, 50), -ETIMEDOUT);
@@ -181,7 +165,7 @@ static void recover_fills_error(void **state)
 
 	rep.size = sizeof(size_t);
 	assert_int_equal(fsafe_inbox_recover(ib, 0, &rep), -EINVAL);
-	assert_detail(&e, -EINVAL, EINVAL, "recovery (size)");
+	tu_assert_error(&e, -EINVAL, EINVAL, "recovery (size)");
 	fsafe_inbox_close(ib);
 }
 

@@ -645,10 +645,7 @@ static int take_e(struct fx *f, unsigned flags, struct fsafe_error *e,
 static void expect_step(const struct fsafe_error *e, int code,
                         const char *step)
 {
-	assert_int_equal(e->code, code);
-	assert_int_equal(e->sys_errno, -code);
-	assert_non_null(e->step);
-	assert_string_equal(e->step, step);
+	tu_assert_error(e, code, -code, step);
 }
 
 /* What holds the name instead of a lock file is named, in both modes,

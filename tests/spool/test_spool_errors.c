@@ -21,30 +21,14 @@
 #include "sys.h"
 #include "testutil.h"
 
-static int fail_eio(int fd)
-{
-	(void)fd;
-	errno = EIO;
-	return -1;
-}
-
 /* Only directories' syncs fail: the cursor's data sync goes through. */
 static int fsync_dirs_eio(int fd)
 {
 	struct stat st;
 
 	if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode))
-		return fail_eio(fd);
+		return tu_fail_eio(fd);
 	return fsafe__sys_default.fsync(fd);
-}
-
-static void assert_detail(const struct fsafe_error *e, int code, int err,
-                          const char *step)
-{
-	assert_int_equal(e->code, code);
-	assert_int_equal(e->sys_errno, err);
-	assert_non_null(e->step);
-	assert_string_equal(e->step, step);
 }
 
 static int try_open(int dirfd, uint64_t segment_size, uint32_t max_record,
@@ -70,17 +54,17 @@ static void bad_sizes_are_named(void **state)
 	/* A segment must hold its header and one frame of the longest
 	   record: 32 + 32 + max_record bytes. */
 	assert_int_equal(try_open(f->dirfd, 4096, 8192, &e), -EINVAL);
-	assert_detail(&e, -EINVAL, EINVAL,
+	tu_assert_error(&e, -EINVAL, EINVAL,
 	              "options (segment_size below one record)");
 	assert_int_equal(try_open(f->dirfd, 64 + 100, 101, &e), -EINVAL);
 	assert_int_equal(try_open(f->dirfd, 64, 0, &e), -EINVAL);
-	assert_detail(&e, -EINVAL, EINVAL,
+	tu_assert_error(&e, -EINVAL, EINVAL,
 	              "options (segment_size below one record)");
 	assert_int_equal(try_open(f->dirfd, UINT64_MAX, 0, &e), -EINVAL);
-	assert_detail(&e, -EINVAL, EINVAL,
+	tu_assert_error(&e, -EINVAL, EINVAL,
 	              "options (segment_size above 1 TiB)");
 	assert_int_equal(try_open(f->dirfd, 0, (256u << 20) + 1, &e), -EINVAL);
-	assert_detail(&e, -EINVAL, EINVAL,
+	tu_assert_error(&e, -EINVAL, EINVAL,
 	              "options (max_record above 256 MiB)");
 
 	/* The limits themselves work; a default max_record fits the
@@ -115,30 +99,30 @@ static void append_fills_error(void **state)
 	struct iovec rec = { .iov_base = big, .iov_len = sizeof(big) };
 
 	assert_int_equal(fsafe_spool_append(s, &rec, 1, NULL), -EMSGSIZE);
-	assert_detail(&e, -EMSGSIZE, EMSGSIZE,
+	tu_assert_error(&e, -EMSGSIZE, EMSGSIZE,
 	              "append (record above max_record)");
 
 	rec.iov_len = 1;
 	assert_int_equal(fsafe_spool_append(s, &rec, 1, NULL), 0);
 	struct fsafe_sys t = fsafe__sys_default;
-	t.fdatasync = fail_eio;
+	t.fdatasync = tu_fail_eio;
 	const struct fsafe_sys *old = fsafe__sys_swap(&t);
 	int r = fsafe_spool_append(s, &rec, 1, NULL);
 	fsafe__sys_swap(old);
 	assert_int_equal(r, -EIO);
-	assert_detail(&e, -EIO, EIO, "fdatasync");
+	tu_assert_error(&e, -EIO, EIO, "fdatasync");
 
 	/* Refused from then on, with the step that broke it. */
 	memset(&e, 0, sizeof(e));
 	assert_int_equal(fsafe_spool_append(s, &rec, 1, NULL), -EIO);
-	assert_detail(&e, -EIO, EIO, "fdatasync");
+	tu_assert_error(&e, -EIO, EIO, "fdatasync");
 	fsafe_spool_close(s);
 
 	s = open_sp(f->dirfd, FSAFE_SPOOL_RDONLY, &e);
 	assert_int_equal(fsafe_spool_append(s, &rec, 1, NULL), -EBADF);
-	assert_detail(&e, -EBADF, EBADF, "append (read-only)");
+	tu_assert_error(&e, -EBADF, EBADF, "append (read-only)");
 	assert_int_equal(fsafe_spool_ack(s, 1), -EBADF);
-	assert_detail(&e, -EBADF, EBADF, "ack (read-only)");
+	tu_assert_error(&e, -EBADF, EBADF, "ack (read-only)");
 	fsafe_spool_close(s);
 }
 
@@ -166,7 +150,7 @@ static void ack_fills_error(void **state)
 	struct fsafe_spool_stat st = FSAFE_SPOOL_STAT_INIT;
 	st.size = 1;
 	assert_int_equal(fsafe_spool_stat(s, &st), -EINVAL);
-	assert_detail(&e, -EINVAL, EINVAL, "stat (size)");
+	tu_assert_error(&e, -EINVAL, EINVAL, "stat (size)");
 	fsafe_spool_close(s);
 }
 

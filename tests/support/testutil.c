@@ -2,6 +2,7 @@
 #include "testutil.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <setjmp.h>
@@ -157,4 +158,20 @@ void tu_case_test(struct CMUnitTest *t, const char *what, const char *name,
 	snprintf(names[used], sizeof(names[used]), "%s: %s", what, name);
 	*t = (struct CMUnitTest){ .name = names[used++], .test_func = fn,
 	                          .initial_state = (void *)state };
+}
+
+void tu_assert_error(const struct fsafe_error *e, int code, int sys_errno,
+                     const char *step)
+{
+	assert_int_equal(e->code, code);
+	assert_int_equal(e->sys_errno, sys_errno);
+	assert_non_null(e->step);
+	assert_string_equal(e->step, step);
+}
+
+int tu_fail_eio(int fd)
+{
+	(void)fd;
+	errno = EIO;
+	return -1;
 }

@@ -41,4 +41,13 @@ struct CMUnitTest;
 void tu_case_test(struct CMUnitTest *t, const char *what, const char *name,
                   void (*fn)(void **state), const void *state);
 
+/* Assert that an options' error member holds this result, errno (positive)
+   and step. */
+struct fsafe_error;
+void tu_assert_error(const struct fsafe_error *e, int code, int sys_errno,
+                     const char *step);
+
+/* A system-call table entry (fd-taking, int result) that fails with EIO. */
+int tu_fail_eio(int fd);
+
 #endif
