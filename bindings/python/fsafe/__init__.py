@@ -7,6 +7,8 @@ errno and the failed step. The library is found as libfsafe.so.0 on the
 system, or at the path in the FSAFE_LIBRARY environment variable.
 """
 
+from ._checkpoint import Checkpoint, Snapshot
+from ._checkpoint import events as checkpoint_events
 from ._errors import ConflictError, Error, NotDurableError
 from ._lock import Lock
 from ._store import Store
@@ -16,7 +18,8 @@ from ._write import (AtomicTextWriter, AtomicWriter, open_atomic, token,
 from . import _lib
 
 __all__ = [
-    "AtomicTextWriter", "AtomicWriter", "Cancel", "ConflictError", "Error",
+    "AtomicTextWriter", "AtomicWriter", "Cancel", "Checkpoint",
+    "ConflictError", "Error", "Snapshot", "checkpoint_events",
     "Lock", "NotDurableError", "Store", "is_staging_name", "library_version",
     "open_atomic", "sweep", "token", "write_bytes", "write_text",
 ]

@@ -42,6 +42,15 @@ STORE_DELETE = 3
 
 TOKEN_LEN = 73
 
+CHECKPOINT_NO_WAIT = 1 << 0
+CHECKPOINT_CREATE = 1 << 1
+CHECKPOINT_READ_ONLY = 1 << 2
+CHECKPOINT_NO_LINK = 1 << 3
+CHECKPOINT_FALLBACK = 1 << 0
+CHECKPOINT_OTHER_REVISION = 1
+CHECKPOINT_FELL_BACK = 2
+CHECKPOINT_NAME_MAX = 255
+
 c_mode_t = ctypes.c_uint  # mode_t is unsigned int on Linux
 
 
@@ -95,6 +104,43 @@ class StoreEntry(ctypes.Structure):
     ]
 
 
+class CheckpointOpts(ctypes.Structure):
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("flags", ctypes.c_uint),
+        ("keep", ctypes.c_uint),
+        ("revision", ctypes.c_char_p),
+        ("mode", c_mode_t),
+        ("error", ctypes.POINTER(Error)),
+    ]
+
+
+class CheckpointDamage(ctypes.Structure):
+    _fields_ = [
+        ("generation", ctypes.c_uint64),
+        ("code", ctypes.c_int),
+        ("file", ctypes.c_char * (CHECKPOINT_NAME_MAX + 1)),
+    ]
+
+
+class CheckpointLoadOpts(ctypes.Structure):
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("flags", ctypes.c_uint),
+        ("generation", ctypes.c_uint64),
+        ("damage", ctypes.POINTER(CheckpointDamage)),
+    ]
+
+
+class CheckpointEvent(ctypes.Structure):
+    _fields_ = [
+        ("time_ms", ctypes.c_int64),
+        ("pid", ctypes.c_int),      # pid_t is int on Linux
+        ("kind", ctypes.c_int),     # an enum of small positive values
+        ("generation", ctypes.c_uint64),
+    ]
+
+
 def new_opts(cls: type, **fields: object) -> ctypes.Structure:
     """An options struct with `size` set, as the *_INIT macros make it."""
     opts = cls(**fields)
@@ -106,6 +152,9 @@ STORE_UPDATE_FN = ctypes.CFUNCTYPE(
     ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t,
     ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t),
     ctypes.c_void_p)
+
+CHECKPOINT_EVENT_FN = ctypes.CFUNCTYPE(
+    ctypes.c_int, ctypes.POINTER(CheckpointEvent), ctypes.c_void_p)
 
 _P = ctypes.c_void_p
 _INT = ctypes.c_int
@@ -154,6 +203,36 @@ _PROTOTYPES = {
     "fsafe_store_list": (_INT, [_P, _P, ctypes.POINTER(_P)]),
     "fsafe_store_iter_next": (_INT, [_P, ctypes.POINTER(StoreEntry)]),
     "fsafe_store_iter_free": (None, [_P]),
+    "fsafe_checkpoint_open": (_INT, [_INT, _STR,
+                                     ctypes.POINTER(CheckpointOpts),
+                                     ctypes.POINTER(_P)]),
+    "fsafe_checkpoint_was_unclean": (ctypes.c_bool, [_P]),
+    "fsafe_checkpoint_current": (_U64, [_P]),
+    "fsafe_checkpoint_current_error": (_INT, [_P]),
+    "fsafe_checkpoint_close": (_INT, [_P]),
+    "fsafe_checkpoint_begin": (_INT, [_P, ctypes.POINTER(_P)]),
+    "fsafe_checkpoint_add": (_INT, [_P, _STR, _P, _SZ]),
+    "fsafe_checkpoint_add_stream": (_INT, [_P, _STR, ctypes.POINTER(_P)]),
+    "fsafe_checkpoint_stream_write": (_INT, [_P, _P, _SZ]),
+    "fsafe_checkpoint_stream_close": (_INT, [_P]),
+    "fsafe_checkpoint_commit": (_INT, [_P, _PU64]),
+    "fsafe_checkpoint_abort": (None, [_P]),
+    "fsafe_checkpoint_load": (_INT, [_P, ctypes.POINTER(CheckpointLoadOpts),
+                                     ctypes.POINTER(_P)]),
+    "fsafe_checkpoint_snapshot_generation": (_U64, [_P]),
+    "fsafe_checkpoint_snapshot_revision": (_STR, [_P]),
+    "fsafe_checkpoint_snapshot_time_ms": (ctypes.c_int64, [_P]),
+    "fsafe_checkpoint_snapshot_count": (_SZ, [_P]),
+    "fsafe_checkpoint_snapshot_name": (_STR, [_P, _SZ]),
+    "fsafe_checkpoint_snapshot_size": (_U64, [_P, _SZ]),
+    "fsafe_checkpoint_snapshot_data": (_P, [_P, _SZ]),
+    "fsafe_checkpoint_snapshot_free": (None, [_P]),
+    "fsafe_checkpoint_generations": (_INT, [_P, _PU64, _SZ]),
+    "fsafe_checkpoint_verify": (_INT, [_P, _U64,
+                                       ctypes.POINTER(CheckpointDamage)]),
+    "fsafe_checkpoint_event_name": (_STR, [_INT]),
+    "fsafe_checkpoint_events": (_INT, [_INT, _STR, CHECKPOINT_EVENT_FN, _P,
+                                       ctypes.POINTER(_SZ)]),
 }
 
 _lock = threading.Lock()
