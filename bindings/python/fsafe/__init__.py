@@ -9,8 +9,10 @@ system, or at the path in the FSAFE_LIBRARY environment variable.
 
 from ._checkpoint import Checkpoint, Snapshot
 from ._checkpoint import events as checkpoint_events
+from ._inbox import Consumer, Inbox, list_inbox
 from ._errors import ConflictError, Error, NotDurableError
 from ._lock import Lock
+from ._spool import Spool, SpoolReader
 from ._store import Store
 from ._sweep import Cancel, is_staging_name, sweep
 from ._write import (AtomicTextWriter, AtomicWriter, open_atomic, token,
@@ -19,9 +21,10 @@ from . import _lib
 
 __all__ = [
     "AtomicTextWriter", "AtomicWriter", "Cancel", "Checkpoint",
-    "ConflictError", "Error", "Snapshot", "checkpoint_events",
-    "Lock", "NotDurableError", "Store", "is_staging_name", "library_version",
-    "open_atomic", "sweep", "token", "write_bytes", "write_text",
+    "ConflictError", "Consumer", "Error", "Inbox", "Lock", "NotDurableError",
+    "Snapshot", "Spool", "SpoolReader", "Store", "checkpoint_events",
+    "is_staging_name", "library_version", "list_inbox", "open_atomic", "sweep",
+    "token", "write_bytes", "write_text",
 ]
 
 __version__ = "0.1.0"

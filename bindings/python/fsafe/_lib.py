@@ -42,6 +42,15 @@ STORE_DELETE = 3
 
 TOKEN_LEN = 73
 
+INBOX_CREATE = 1 << 0
+INBOX_KEEP_DONE = 1 << 1
+INBOX_NO_INOTIFY = 1 << 2
+INBOX_ID_LEN = 60
+
+SPOOL_CREATE = 1 << 0
+SPOOL_RDONLY = 1 << 1
+SPOOL_FROM_CURSOR = 2**64 - 1
+
 CHECKPOINT_NO_WAIT = 1 << 0
 CHECKPOINT_CREATE = 1 << 1
 CHECKPOINT_READ_ONLY = 1 << 2
@@ -104,6 +113,67 @@ class StoreEntry(ctypes.Structure):
     ]
 
 
+class InboxOpts(ctypes.Structure):
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("flags", ctypes.c_uint),
+        ("max_message", ctypes.c_uint64),
+        ("write_flags", ctypes.c_uint),
+        ("error", ctypes.POINTER(Error)),
+    ]
+
+
+class InboxEntry(ctypes.Structure):
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("state", ctypes.c_int),    # enum fsafe_inbox_state
+        ("dir", ctypes.c_char_p),
+        ("consumer", ctypes.c_char_p),
+        ("size", ctypes.c_uint64),
+        ("problem", ctypes.c_char_p),
+    ]
+
+
+class InboxRecovery(ctypes.Structure):
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("returned", ctypes.c_uint),
+        ("consumers", ctypes.c_uint),
+        ("swept", ctypes.c_uint),
+        ("unjudged", ctypes.c_uint),
+    ]
+
+
+class SpoolOpts(ctypes.Structure):
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("flags", ctypes.c_uint),
+        ("segment_size", ctypes.c_uint64),
+        ("max_record", ctypes.c_uint32),
+        ("error", ctypes.POINTER(Error)),
+        ("damage", ctypes.c_void_p),  # fsafe_damage_fn, unused: NULL
+        ("damage_arg", ctypes.c_void_p),
+    ]
+
+
+SPOOL_STAT_FIELDS = (
+    "cursor", "first_seq", "next_seq", "segments", "bytes", "quarantined",
+    "truncated", "dropped", "quarantined_bytes", "salvaged", "lost",
+    "cursor_ahead", "quarantine_entries")
+
+
+class SpoolStat(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_size_t)] + \
+        [(name, ctypes.c_uint64) for name in SPOOL_STAT_FIELDS]
+
+
+class IoVec(ctypes.Structure):
+    _fields_ = [
+        ("iov_base", ctypes.c_void_p),
+        ("iov_len", ctypes.c_size_t),
+    ]
+
+
 class CheckpointOpts(ctypes.Structure):
     _fields_ = [
         ("size", ctypes.c_size_t),
@@ -152,6 +222,9 @@ STORE_UPDATE_FN = ctypes.CFUNCTYPE(
     ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t,
     ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t),
     ctypes.c_void_p)
+
+INBOX_LIST_FN = ctypes.CFUNCTYPE(
+    ctypes.c_int, ctypes.POINTER(InboxEntry), ctypes.c_void_p)
 
 CHECKPOINT_EVENT_FN = ctypes.CFUNCTYPE(
     ctypes.c_int, ctypes.POINTER(CheckpointEvent), ctypes.c_void_p)
@@ -203,6 +276,36 @@ _PROTOTYPES = {
     "fsafe_store_list": (_INT, [_P, _P, ctypes.POINTER(_P)]),
     "fsafe_store_iter_next": (_INT, [_P, ctypes.POINTER(StoreEntry)]),
     "fsafe_store_iter_free": (None, [_P]),
+    "fsafe_inbox_open": (_INT, [_INT, _STR, ctypes.POINTER(InboxOpts),
+                                ctypes.POINTER(_P)]),
+    "fsafe_inbox_close": (None, [_P]),
+    "fsafe_inbox_deliver": (_INT, [_P, _P, _SZ, ctypes.c_char_p]),
+    "fsafe_inbox_consumer_open": (_INT, [_P, _STR, ctypes.POINTER(_P)]),
+    "fsafe_inbox_consumer_close": (_INT, [_P]),
+    "fsafe_inbox_take": (_INT, [_P, ctypes.POINTER(_P)]),
+    "fsafe_inbox_wait": (_INT, [_P, _U64]),
+    "fsafe_inbox_ack": (_INT, [_P, _STR]),
+    "fsafe_inbox_release": (_INT, [_P, _STR]),
+    "fsafe_inbox_release_all": (_INT, [_P]),
+    "fsafe_inbox_quarantined": (ctypes.c_uint, [_P]),
+    "fsafe_inbox_msg_id": (_STR, [_P]),
+    "fsafe_inbox_msg_path": (_STR, [_P]),
+    "fsafe_inbox_msg_data": (_P, [_P]),
+    "fsafe_inbox_msg_len": (_SZ, [_P]),
+    "fsafe_inbox_msg_seq": (_U64, [_P]),
+    "fsafe_inbox_msg_free": (None, [_P]),
+    "fsafe_inbox_list": (_INT, [_INT, _STR, INBOX_LIST_FN, _P]),
+    "fsafe_inbox_recover": (_INT, [_P, _U64, ctypes.POINTER(InboxRecovery)]),
+    "fsafe_spool_open": (_INT, [_INT, _STR, ctypes.POINTER(SpoolOpts),
+                                ctypes.POINTER(_P)]),
+    "fsafe_spool_close": (None, [_P]),
+    "fsafe_spool_append": (_INT, [_P, ctypes.POINTER(IoVec), _SZ, _PU64]),
+    "fsafe_spool_reader_open": (_INT, [_P, _U64, ctypes.POINTER(_P)]),
+    "fsafe_spool_next": (_INT, [_P, ctypes.POINTER(_P), ctypes.POINTER(_SZ),
+                                _PU64]),
+    "fsafe_spool_reader_close": (None, [_P]),
+    "fsafe_spool_ack": (_INT, [_P, _U64]),
+    "fsafe_spool_stat": (_INT, [_P, ctypes.POINTER(SpoolStat)]),
     "fsafe_checkpoint_open": (_INT, [_INT, _STR,
                                      ctypes.POINTER(CheckpointOpts),
                                      ctypes.POINTER(_P)]),

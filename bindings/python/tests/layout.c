@@ -9,7 +9,7 @@
 #include "fsafe.h"
 
 #define FIELD(T, f) printf("\"%s\": %zu, ", #f, offsetof(T, f))
-#define END(T) printf("\"size\": %zu}", sizeof(T))
+#define END(T) printf("\"sizeof\": %zu}", sizeof(T))
 
 int main(void)
 {
@@ -45,6 +45,53 @@ int main(void)
 	FIELD(struct fsafe_store_entry, version);
 	FIELD(struct fsafe_store_entry, len);
 	END(struct fsafe_store_entry);
+	printf(", \"InboxOpts\": {");
+	FIELD(struct fsafe_inbox_opts, flags);
+	FIELD(struct fsafe_inbox_opts, max_message);
+	FIELD(struct fsafe_inbox_opts, write_flags);
+	FIELD(struct fsafe_inbox_opts, error);
+	END(struct fsafe_inbox_opts);
+	printf(", \"InboxEntry\": {");
+	FIELD(struct fsafe_inbox_entry, name);
+	FIELD(struct fsafe_inbox_entry, state);
+	FIELD(struct fsafe_inbox_entry, dir);
+	FIELD(struct fsafe_inbox_entry, consumer);
+	FIELD(struct fsafe_inbox_entry, size);
+	FIELD(struct fsafe_inbox_entry, problem);
+	END(struct fsafe_inbox_entry);
+	printf(", \"InboxRecovery\": {");
+	FIELD(struct fsafe_inbox_recovery, returned);
+	FIELD(struct fsafe_inbox_recovery, consumers);
+	FIELD(struct fsafe_inbox_recovery, swept);
+	FIELD(struct fsafe_inbox_recovery, unjudged);
+	END(struct fsafe_inbox_recovery);
+	printf(", \"SpoolOpts\": {");
+	FIELD(struct fsafe_spool_opts, flags);
+	FIELD(struct fsafe_spool_opts, segment_size);
+	FIELD(struct fsafe_spool_opts, max_record);
+	FIELD(struct fsafe_spool_opts, error);
+	FIELD(struct fsafe_spool_opts, damage);
+	FIELD(struct fsafe_spool_opts, damage_arg);
+	END(struct fsafe_spool_opts);
+	printf(", \"SpoolStat\": {");
+	FIELD(struct fsafe_spool_stat, cursor);
+	FIELD(struct fsafe_spool_stat, first_seq);
+	FIELD(struct fsafe_spool_stat, next_seq);
+	FIELD(struct fsafe_spool_stat, segments);
+	FIELD(struct fsafe_spool_stat, bytes);
+	FIELD(struct fsafe_spool_stat, quarantined);
+	FIELD(struct fsafe_spool_stat, truncated);
+	FIELD(struct fsafe_spool_stat, dropped);
+	FIELD(struct fsafe_spool_stat, quarantined_bytes);
+	FIELD(struct fsafe_spool_stat, salvaged);
+	FIELD(struct fsafe_spool_stat, lost);
+	FIELD(struct fsafe_spool_stat, cursor_ahead);
+	FIELD(struct fsafe_spool_stat, quarantine_entries);
+	END(struct fsafe_spool_stat);
+	printf(", \"IoVec\": {");
+	FIELD(struct iovec, iov_base);
+	FIELD(struct iovec, iov_len);
+	END(struct iovec);
 	printf(", \"CheckpointOpts\": {");
 	FIELD(struct fsafe_checkpoint_opts, flags);
 	FIELD(struct fsafe_checkpoint_opts, keep);

@@ -20,14 +20,15 @@ def test_struct_layouts():
     assert want, "the probe printed no struct"
     for name, fields in want.items():
         cls = getattr(_lib, name)
-        got = {f: getattr(cls, f).offset for f in fields if f != "size"}
-        got["size"] = ctypes.sizeof(cls)
+        got = {f: getattr(cls, f).offset for f in fields if f != "sizeof"}
+        got["sizeof"] = ctypes.sizeof(cls)
         assert got == fields, name
         # Every C field is declared, none more ("size" is the first).
         declared = [f for f, _ in cls._fields_]
-        c_fields = [f for f in fields if f != "size"]
+        c_fields = [f for f in fields if f != "sizeof"]
         expected = c_fields if name in ("Error", "StoreEntry",
                                         "CheckpointDamage",
-                                        "CheckpointEvent") \
+                                        "CheckpointEvent", "InboxEntry",
+                                        "IoVec") \
             else ["size"] + c_fields
         assert declared == expected, name
