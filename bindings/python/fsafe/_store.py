@@ -61,6 +61,11 @@ class Store(MutableMapping):
         self.path = path
         self._s: Optional[int] = None
         self._mutex = threading.RLock()
+        # A close() from inside update()'s function (the same thread,
+        # holding the mutex) leaves the handle here for update() to close
+        # once the C call returns, instead of freeing it under that call.
+        self._in_update = False
+        self._close_after_update: Optional[int] = None
         flags = (_lib.STORE_CREATE if create else 0) | \
             (_lib.STORE_LOCK_KERNEL if kernel_lock else 0) | \
             (0 if sweep else _lib.STORE_NO_SWEEP)
@@ -113,7 +118,9 @@ class Store(MutableMapping):
     def close(self) -> None:
         with self._mutex:
             s, self._s = self._s, None
-            if s is not None:
+            if s is not None and self._in_update:
+                self._close_after_update = s
+            elif s is not None:
                 _lib.lib().fsafe_store_close(s)
 
     def __enter__(self) -> "Store":
@@ -161,16 +168,19 @@ class Store(MutableMapping):
         """A sorted snapshot of the keys with a valid record."""
         it = ctypes.c_void_p()
         lib = _lib.lib()
+        # The iterator reads through the store's handle: a close() from
+        # another thread waits until it is freed.
         with self._mutex:
             self._call(lib.fsafe_store_list, None, ctypes.byref(it))
-        try:
-            keys = []
-            entry = _lib.StoreEntry()
-            while lib.fsafe_store_iter_next(it, ctypes.byref(entry)) == 1:
-                keys.append(ctypes.string_at(entry.key, entry.keylen))
-            return keys
-        finally:
-            lib.fsafe_store_iter_free(it)
+            try:
+                keys = []
+                entry = _lib.StoreEntry()
+                while lib.fsafe_store_iter_next(it,
+                                                ctypes.byref(entry)) == 1:
+                    keys.append(ctypes.string_at(entry.key, entry.keylen))
+                return keys
+            finally:
+                lib.fsafe_store_iter_free(it)
 
     def __iter__(self) -> Iterator[bytes]:
         return iter(self.keys_list())
@@ -269,9 +279,18 @@ class Store(MutableMapping):
         version = ctypes.c_uint64()
         with self._mutex:
             self._detail.code = 0
-            rc = _lib.lib().fsafe_store_update(self._handle(), k, klen,
-                                               callback, None,
-                                               ctypes.byref(version))
+            handle = self._handle()
+            self._in_update = True
+            try:
+                rc = _lib.lib().fsafe_store_update(handle, k, klen,
+                                                   callback, None,
+                                                   ctypes.byref(version))
+            finally:
+                self._in_update = False
+                closed, self._close_after_update = \
+                    self._close_after_update, None
+                if closed is not None:
+                    _lib.lib().fsafe_store_close(closed)
         if state["exc"] is not None:
             raise state["exc"]
         _errors.check(rc, self._detail, self.path)

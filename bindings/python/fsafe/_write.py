@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import io
 import os
+import threading
 from typing import Optional, Union
 
 from . import _errors, _lib
@@ -102,6 +103,10 @@ class AtomicWriter(io.RawIOBase):
                  if_unchanged: Optional[str], dir_fd: Optional[int]) -> None:
         super().__init__()
         self.name = path
+        # Every use of the handle holds it: a commit or abort from another
+        # thread waits for a write in progress instead of freeing the
+        # handle under it, and a second commit finds it gone.
+        self._mutex = threading.Lock()
         # The handle keeps a pointer to the detail: both live as long as it.
         self._detail = _lib.Error()
         self._opts = _opts(flags, mode, if_unchanged, self._detail)
@@ -122,31 +127,35 @@ class AtomicWriter(io.RawIOBase):
         return True
 
     def write(self, data) -> int:  # type: ignore[override]
-        w = self._handle()
         buf, size = _lib.as_buffer(data)
-        self._detail.code = 0
-        rc = _lib.lib().fsafe_writer_write(w, buf, size)
-        _errors.check(rc, self._detail, self.name)
+        with self._mutex:
+            w = self._handle()
+            self._detail.code = 0
+            rc = _lib.lib().fsafe_writer_write(w, buf, size)
+            _errors.check(rc, self._detail, self.name)
         return size
 
     def fileno(self) -> int:
         """The staging file's descriptor (write at its offset; never close
         it)."""
-        return _lib.lib().fsafe_writer_fd(self._handle())
+        with self._mutex:
+            return _lib.lib().fsafe_writer_fd(self._handle())
 
     def commit(self) -> None:
         """Sync and publish. The writer is finished whatever the outcome."""
-        w = self._handle()
-        self._w = None
-        self._detail.code = 0
-        rc = _lib.lib().fsafe_writer_commit(w)
-        _errors.check(rc, self._detail, self.name)
+        with self._mutex:
+            w = self._handle()
+            self._w = None
+            self._detail.code = 0
+            rc = _lib.lib().fsafe_writer_commit(w)
+            _errors.check(rc, self._detail, self.name)
 
     def abort(self) -> None:
         """Discard: the target is untouched and no staging file remains."""
-        if self._w is not None:
+        with self._mutex:
             w, self._w = self._w, None
-            _lib.lib().fsafe_writer_abort(w)
+            if w is not None:
+                _lib.lib().fsafe_writer_abort(w)
 
     def close(self) -> None:
         self.abort()
