@@ -101,6 +101,7 @@ def test_errors_with_step(cp, tmp_path):
     with pytest.raises(FileNotFoundError):
         cp.save({"ok": b"1", "copy": tmp_path / "missing"})
     assert cp.current == 0 and cp.generations() == []  # nothing saved
+    assert cp.save({"ok": b"1"}) == 1  # the failed save was aborted
     with pytest.raises(BlockingIOError) as info:
         fsafe.Checkpoint(tmp_path / "cp", wait=False)
     assert info.value.step == "lock"
