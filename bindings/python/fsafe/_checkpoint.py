@@ -8,7 +8,7 @@ import os
 import threading
 from collections.abc import Mapping
 from datetime import datetime, timezone
-from typing import (Dict, Iterator, List, NamedTuple, Optional, Union)
+from typing import Dict, Iterator, List, NamedTuple, Optional, Union
 
 from . import _errors, _lib
 
