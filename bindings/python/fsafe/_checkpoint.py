@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from typing import Dict, Iterator, List, NamedTuple, Optional, Union
 
 from . import _errors, _lib
+from ._handle import Handle
 
 #: A file's content for save(): its bytes, or the path of a file to copy.
 Content = Union[bytes, bytearray, memoryview, str, "os.PathLike[str]"]
@@ -67,7 +68,7 @@ def _damage_error(rc: int, detail: _lib.Error,
     return exc
 
 
-class Checkpoint:
+class Checkpoint(Handle):
     """A directory of generations, each a set of files that is loaded
     whole or not at all::
 
@@ -89,7 +90,6 @@ class Checkpoint:
                  dir_fd: Optional[int] = None) -> None:
         self.path = path
         self._dir_fd = dir_fd
-        self._cp: Optional[int] = None
         self._mutex = threading.RLock()
         flags = (_lib.CHECKPOINT_CREATE if create else 0) | \
             (0 if wait else _lib.CHECKPOINT_NO_WAIT) | \
@@ -109,34 +109,16 @@ class Checkpoint:
                                               ctypes.byref(self._opts),
                                               ctypes.byref(handle))
         _errors.check(rc, self._detail, path)
-        self._cp = handle.value
+        self._h = handle.value
 
-    # ---- plumbing ---------------------------------------------------------
-
-    def _handle(self) -> int:
-        if self._cp is None:
-            raise ValueError("fsafe.Checkpoint: the checkpoint is closed")
-        return self._cp
+    _WHAT = "fsafe.Checkpoint: the checkpoint"
 
     def close(self) -> None:
         """Clean close: the next open finds no unclean shutdown."""
         with self._mutex:
-            cp, self._cp = self._cp, None
+            cp, self._h = self._h, None
             if cp is not None:
-                self._detail.code = 0
-                rc = _lib.lib().fsafe_checkpoint_close(cp)
-                _errors.check(rc, self._detail, self.path)
-
-    def __enter__(self) -> "Checkpoint":
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        cp, self._cp = getattr(self, "_cp", None), None
-        if cp is not None:
-            _lib.lib().fsafe_checkpoint_close(cp)
+                self._run(_lib.lib().fsafe_checkpoint_close, cp)
 
     @property
     def was_unclean(self) -> bool:
@@ -160,10 +142,7 @@ class Checkpoint:
         lib = _lib.lib()
         with self._mutex:
             tx = ctypes.c_void_p()
-            self._detail.code = 0
-            _errors.check(lib.fsafe_checkpoint_begin(self._handle(),
-                                                     ctypes.byref(tx)),
-                          self._detail, self.path)
+            self._call(lib.fsafe_checkpoint_begin, ctypes.byref(tx))
             # The library reads the buffers at commit: keep them alive.
             keep: List[object] = []
             try:
@@ -173,9 +152,8 @@ class Checkpoint:
                 lib.fsafe_checkpoint_abort(tx)
                 raise
             generation = ctypes.c_uint64()
-            self._detail.code = 0
-            rc = lib.fsafe_checkpoint_commit(tx, ctypes.byref(generation))
-            _errors.check(rc, self._detail, self.path)
+            self._run(lib.fsafe_checkpoint_commit, tx,
+                      ctypes.byref(generation))
             return generation.value
 
     def _add(self, tx: ctypes.c_void_p, name: str, content: Content,
@@ -257,9 +235,7 @@ class Checkpoint:
             size = 0
             while True:
                 seqs = (ctypes.c_uint64 * max(size, 1))()
-                self._detail.code = 0
-                n = _errors.check(lib.fsafe_checkpoint_generations(
-                    self._handle(), seqs, size), self._detail, self.path)
+                n = self._call(lib.fsafe_checkpoint_generations, seqs, size)
                 if n <= size:
                     return list(seqs[:n])
                 size = n

@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import List, NamedTuple, Optional, Union
 
 from . import _errors, _lib
+from ._handle import Child, Handle
 from ._sweep import to_ms
 
 _STATES = ("new", "claimed", "quarantined", "stray")
@@ -76,7 +77,7 @@ def list_inbox(path: "os.PathLike[str] | str | bytes", *,
     return found
 
 
-class Inbox:
+class Inbox(Handle):
     """A directory inbox::
 
         with fsafe.Inbox("jobs", create=True) as ib:
@@ -97,7 +98,6 @@ class Inbox:
                  dir_fd: Optional[int] = None) -> None:
         self.path = path
         self._dir_fd = dir_fd
-        self._ib: Optional[int] = None
         self._mutex = threading.RLock()
         self._consumers: "weakref.WeakSet[Consumer]" = weakref.WeakSet()
         flags = (_lib.INBOX_CREATE if create else 0) | \
@@ -113,36 +113,18 @@ class Inbox:
                                          ctypes.byref(self._opts),
                                          ctypes.byref(handle))
         _errors.check(rc, self._detail, path)
-        self._ib = handle.value
+        self._h = handle.value
 
-    def _handle(self) -> int:
-        if self._ib is None:
-            raise ValueError("fsafe.Inbox: the inbox is closed")
-        return self._ib
-
-    def _call(self, fn, *args) -> int:
-        """Run an inbox function; the caller holds _mutex."""
-        self._detail.code = 0
-        return _errors.check(fn(*args), self._detail, self.path)
+    _WHAT = "fsafe.Inbox: the inbox"
 
     def close(self) -> None:
         """Close every consumer still open on it, then the inbox."""
         with self._mutex:
             for consumer in list(self._consumers):
                 consumer.close()
-            ib, self._ib = self._ib, None
+            ib, self._h = self._h, None
             if ib is not None:
                 _lib.lib().fsafe_inbox_close(ib)
-
-    def __enter__(self) -> "Inbox":
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        if getattr(self, "_ib", None) is not None:
-            self.close()
 
     def deliver(self, data) -> str:
         """Deliver `data` (bytes-like) durably; return the message's id.
@@ -150,8 +132,7 @@ class Inbox:
         buf, size = _lib.as_buffer(data)
         msg_id = ctypes.create_string_buffer(_lib.INBOX_ID_LEN + 1)
         with self._mutex:
-            self._call(_lib.lib().fsafe_inbox_deliver, self._handle(), buf,
-                       size, msg_id)
+            self._call(_lib.lib().fsafe_inbox_deliver, buf, size, msg_id)
         return msg_id.value.decode("ascii")
 
     def consumer(self, name: Optional[str] = None) -> "Consumer":
@@ -166,8 +147,8 @@ class Inbox:
         files older than `stage_age`."""
         out = _lib.new_opts(_lib.InboxRecovery)
         with self._mutex:
-            self._call(_lib.lib().fsafe_inbox_recover, self._handle(),
-                       to_ms(stage_age), ctypes.byref(out))
+            self._call(_lib.lib().fsafe_inbox_recover, to_ms(stage_age),
+                       ctypes.byref(out))
         return Recovery(out.returned, out.consumers, out.swept, out.unjudged)
 
     def list(self) -> List[Entry]:
@@ -176,14 +157,13 @@ class Inbox:
         return list_inbox(self.path, dir_fd=self._dir_fd)
 
 
-class Consumer:
+class Consumer(Child):
     """Takes messages from an inbox; close() (or the with block's end)
     returns a process consumer's unacknowledged claims to new/."""
 
     def __init__(self, inbox: Inbox, name: Optional[str]) -> None:
-        self._inbox = inbox
+        self._owner = self._inbox = inbox
         self.name = name
-        self._c: Optional[int] = None
         # Held through wait(), which runs without the inbox's mutex, so
         # that a close() from another thread cannot free the handle under
         # it. Taken after the inbox's mutex, never before (wait() takes
@@ -192,21 +172,16 @@ class Consumer:
         handle = ctypes.c_void_p()
         with inbox._mutex:
             inbox._call(_lib.lib().fsafe_inbox_consumer_open,
-                        inbox._handle(),
                         None if name is None else name.encode(),
                         ctypes.byref(handle))
-            self._c = handle.value
+            self._h = handle.value
             inbox._consumers.add(self)
 
-    def _handle(self) -> int:
-        if self._c is None:
-            raise ValueError("fsafe.Inbox consumer: the consumer is closed")
-        return self._c
+    _WHAT = "fsafe.Inbox consumer: the consumer"
 
-    def _run(self, fn, *args) -> int:
-        ib = self._inbox
-        with ib._mutex:
-            return ib._call(fn, self._handle(), *args)
+    def _locked(self, fn, *args) -> int:
+        with self._inbox._mutex:
+            return self._call(fn, *args)
 
     def take(self) -> Optional[Message]:
         """Claim the oldest message this consumer can win; None when there
@@ -249,15 +224,15 @@ class Consumer:
 
     def ack(self, msg: Union[Message, str]) -> None:
         """Acknowledge a claimed message (or its id), durably."""
-        self._run(_lib.lib().fsafe_inbox_ack, self._id(msg))
+        self._locked(_lib.lib().fsafe_inbox_ack, self._id(msg))
 
     def release(self, msg: Union[Message, str]) -> None:
         """Return a claimed message (or its id) to new/, durably."""
-        self._run(_lib.lib().fsafe_inbox_release, self._id(msg))
+        self._locked(_lib.lib().fsafe_inbox_release, self._id(msg))
 
     def release_all(self) -> int:
         """Return every claim of this consumer to new/; how many."""
-        return self._run(_lib.lib().fsafe_inbox_release_all)
+        return self._locked(_lib.lib().fsafe_inbox_release_all)
 
     @property
     def quarantined(self) -> int:
@@ -268,20 +243,7 @@ class Consumer:
     def close(self) -> None:
         ib = self._inbox
         with ib._mutex, self._busy:
-            c, self._c = self._c, None
+            c, self._h = self._h, None
             if c is not None:
                 ib._consumers.discard(self)
-                ib._detail.code = 0
-                _errors.check(_lib.lib().fsafe_inbox_consumer_close(c),
-                              ib._detail, ib.path)
-
-    def __enter__(self) -> "Consumer":
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        c, self._c = getattr(self, "_c", None), None
-        if c is not None:
-            _lib.lib().fsafe_inbox_consumer_close(c)
+                self._run(_lib.lib().fsafe_inbox_consumer_close, c)

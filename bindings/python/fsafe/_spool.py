@@ -10,6 +10,7 @@ import weakref
 from typing import Iterable, Iterator, NamedTuple, Optional, Tuple
 
 from . import _errors, _lib
+from ._handle import Child, Handle
 
 SpoolStat = NamedTuple("SpoolStat",
                        [(name, int) for name in _lib.SPOOL_STAT_FIELDS])
@@ -18,7 +19,7 @@ SpoolStat.__doc__ = """The spool's counters (fsafe_spool_stat): `cursor`
 `bytes`, and what the open found damaged."""
 
 
-class Spool:
+class Spool(Handle):
     """Records appended in order, numbered from 1, each durable when
     append returns; a reader yields (seq, bytes) from the consumer cursor
     and ack(seq) moves the cursor past seq::
@@ -40,7 +41,6 @@ class Spool:
                  segment_size: int = 0, max_record: int = 0,
                  dir_fd: Optional[int] = None) -> None:
         self.path = path
-        self._s: Optional[int] = None
         self._mutex = threading.RLock()
         self._readers: "weakref.WeakSet[SpoolReader]" = weakref.WeakSet()
         flags = (_lib.SPOOL_CREATE if create else 0) | \
@@ -55,37 +55,18 @@ class Spool:
                                          ctypes.byref(self._opts),
                                          ctypes.byref(handle))
         _errors.check(rc, self._detail, path)
-        self._s = handle.value
+        self._h = handle.value
 
-    def _handle(self) -> int:
-        if self._s is None:
-            raise ValueError("fsafe.Spool: the spool is closed")
-        return self._s
-
-    def _call(self, fn, *args) -> int:
-        """Run a spool function on the handle; the caller holds _mutex."""
-        self._detail.code = 0
-        return _errors.check(fn(self._handle(), *args), self._detail,
-                             self.path)
+    _WHAT = "fsafe.Spool: the spool"
 
     def close(self) -> None:
         """Close the spool and every reader still open on it."""
         with self._mutex:
             for reader in list(self._readers):
                 reader.close()
-            s, self._s = self._s, None
+            s, self._h = self._h, None
             if s is not None:
                 _lib.lib().fsafe_spool_close(s)
-
-    def __enter__(self) -> "Spool":
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        if getattr(self, "_s", None) is not None:
-            self.close()
 
     def append(self, *records) -> int:
         """Append the records (bytes-like) as one durable step; return
@@ -128,24 +109,20 @@ class Spool:
         return SpoolStat(*(getattr(st, f) for f in _lib.SPOOL_STAT_FIELDS))
 
 
-class SpoolReader:
+class SpoolReader(Child):
     """An iterator of (seq, bytes) up to the last durable record; a later
     iteration picks up records appended since."""
 
     def __init__(self, spool: Spool, start: int) -> None:
-        self._spool = spool
-        self._r: Optional[int] = None
+        self._owner = self._spool = spool
         handle = ctypes.c_void_p()
         with spool._mutex:
             spool._call(_lib.lib().fsafe_spool_reader_open, start,
                         ctypes.byref(handle))
-            self._r = handle.value
+            self._h = handle.value
             spool._readers.add(self)
 
-    def _handle(self) -> int:
-        if self._r is None:
-            raise ValueError("fsafe.SpoolReader: the reader is closed")
-        return self._r
+    _WHAT = "fsafe.SpoolReader: the reader"
 
     def __iter__(self) -> "SpoolReader":
         return self
@@ -174,17 +151,7 @@ class SpoolReader:
 
     def close(self) -> None:
         with self._spool._mutex:
-            r, self._r = self._r, None
+            r, self._h = self._h, None
             if r is not None:
                 self._spool._readers.discard(self)
                 _lib.lib().fsafe_spool_reader_close(r)
-
-    def __enter__(self) -> "SpoolReader":
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        if getattr(self, "_r", None) is not None:
-            self.close()

@@ -8,9 +8,10 @@ import os
 import threading
 from collections.abc import MutableMapping
 from datetime import timedelta
-from typing import Callable, Iterator, List, Optional, Tuple, Union
+from typing import Iterator, List, Optional, Tuple, Union
 
 from . import _errors, _lib
+from ._handle import Handle
 from ._sweep import to_ms
 
 
@@ -26,7 +27,7 @@ BytesLike = Union[bytes, bytearray, memoryview]
 UpdateResult = Union[BytesLike, _Verdict]
 
 
-class Store(MutableMapping):
+class Store(Handle, MutableMapping):
     """A directory of records, one per key, each published atomically.
 
     Keys and values are bytes (keys of 1 to 126 bytes). Every change is
@@ -59,7 +60,6 @@ class Store(MutableMapping):
                  sweep_older_than: Union[timedelta, float, None] = None,
                  dir_fd: Optional[int] = None) -> None:
         self.path = path
-        self._s: Optional[int] = None
         self._mutex = threading.RLock()
         # A close() from inside update()'s function (the same thread,
         # holding the mutex) leaves the handle here for update() to close
@@ -88,21 +88,11 @@ class Store(MutableMapping):
                                          ctypes.byref(self._opts),
                                          ctypes.byref(handle))
         _errors.check(rc, self._detail, path)
-        self._s = handle.value
+        self._h = handle.value
 
     # ---- plumbing ---------------------------------------------------------
 
-    def _handle(self) -> int:
-        if self._s is None:
-            raise ValueError("fsafe.Store: the store is closed")
-        return self._s
-
-    def _call(self, fn: Callable[..., int], *args) -> int:
-        """Run a store function, raising its error with the step the handle
-        recorded. The caller holds self._mutex."""
-        self._detail.code = 0
-        rc = fn(self._handle(), *args)
-        return _errors.check(rc, self._detail, self.path)
+    _WHAT = "fsafe.Store: the store"
 
     @staticmethod
     def _key(key: BytesLike) -> Tuple[object, int]:
@@ -117,21 +107,11 @@ class Store(MutableMapping):
 
     def close(self) -> None:
         with self._mutex:
-            s, self._s = self._s, None
+            s, self._h = self._h, None
             if s is not None and self._in_update:
                 self._close_after_update = s
             elif s is not None:
                 _lib.lib().fsafe_store_close(s)
-
-    def __enter__(self) -> "Store":
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        if getattr(self, "_s", None) is not None:
-            self.close()
 
     # ---- reads ------------------------------------------------------------
 

@@ -91,7 +91,30 @@ def token(path: PathArg, *, follow_symlinks: bool = True,
     return out.value.decode("ascii")
 
 
-class AtomicWriter(io.RawIOBase):
+class _Block:
+    """Ends a ``with`` block: commit when it ended normally, abort on an
+    exception, then close the file object (_close_file)."""
+
+    def commit(self) -> None:
+        raise NotImplementedError
+
+    def abort(self) -> None:
+        raise NotImplementedError
+
+    def _close_file(self) -> None:
+        raise NotImplementedError
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            if exc_type is None:
+                self.commit()
+            else:
+                self.abort()
+        finally:
+            self._close_file()
+
+
+class AtomicWriter(_Block, io.RawIOBase):
     """A binary file whose content replaces its target only on commit().
 
     Writes go straight to the staging file (no buffering in Python).
@@ -161,17 +184,11 @@ class AtomicWriter(io.RawIOBase):
         self.abort()
         super().close()
 
-    def __exit__(self, exc_type, exc, tb) -> None:
-        try:
-            if exc_type is None:
-                self.commit()
-            else:
-                self.abort()
-        finally:
-            super().close()
+    def _close_file(self) -> None:
+        io.RawIOBase.close(self)  # already committed or aborted
 
 
-class AtomicTextWriter(io.TextIOWrapper):
+class AtomicTextWriter(_Block, io.TextIOWrapper):
     """The text mode of open_atomic(): an AtomicWriter under a text layer
     that passes every write through at once, so nothing is left to flush
     into an aborted writer."""
@@ -185,14 +202,8 @@ class AtomicTextWriter(io.TextIOWrapper):
     def abort(self) -> None:
         self.buffer.abort()
 
-    def __exit__(self, exc_type, exc, tb) -> None:
-        try:
-            if exc_type is None:
-                self.commit()
-            else:
-                self.abort()
-        finally:
-            self.close()
+    def _close_file(self) -> None:
+        self.close()
 
 
 def open_atomic(path: PathArg, mode: str = "wb", *,
