@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -24,6 +25,47 @@ fsafe_inbox *ibu_open(const char *dir, unsigned flags)
 	if (r < 0)
 		fail_msg("fsafe_inbox_open %s: %s", dir, fsafe_strerror(r));
 	return ib;
+}
+
+int ibu_setup(void **state)
+{
+	struct ibu_fx *f = calloc(1, sizeof(*f));
+
+	assert_non_null(f);
+	f->scratch = tu_mkscratch();
+	snprintf(f->dir, sizeof(f->dir), "%s/ib", f->scratch);
+	snprintf(f->out, sizeof(f->out), "%s/outside", f->scratch);
+	assert_int_equal(mkdir(f->out, 0755), 0);
+	f->ib = ibu_open(f->dir, 0);
+	*state = f;
+	alarm(IBU_HANG_S);
+	return 0;
+}
+
+int ibu_setup_consumer(void **state)
+{
+	ibu_setup(state);
+	struct ibu_fx *f = *state;
+	assert_int_equal(fsafe_inbox_consumer_open(f->ib, NULL, &f->c), 0);
+	return 0;
+}
+
+int ibu_teardown(void **state)
+{
+	struct ibu_fx *f = *state;
+
+	alarm(0);
+	fsafe_inbox_consumer_close(f->c);
+	fsafe_inbox_close(f->ib);
+	tu_rmtree(f->scratch);
+	free(f->scratch);
+	free(f);
+	return 0;
+}
+
+void ibu_put(struct ibu_fx *f, const char *text, char *id)
+{
+	assert_int_equal(fsafe_inbox_deliver(f->ib, text, strlen(text), id), 0);
 }
 
 void ibu_payload(unsigned producer, unsigned index, size_t len, char *buf)

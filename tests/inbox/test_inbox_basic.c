@@ -27,42 +27,6 @@
 #include "sys.h"
 #include "testutil.h"
 
-struct fx {
-	char *scratch;
-	char dir[1024];
-	fsafe_inbox *ib;
-	fsafe_inbox_consumer *c;
-};
-
-static int setup(void **state)
-{
-	struct fx *f = calloc(1, sizeof(*f));
-
-	f->scratch = tu_mkscratch();
-	snprintf(f->dir, sizeof(f->dir), "%s/ib", f->scratch);
-	f->ib = ibu_open(f->dir, 0);
-	assert_int_equal(fsafe_inbox_consumer_open(f->ib, NULL, &f->c), 0);
-	*state = f;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct fx *f = *state;
-
-	fsafe_inbox_consumer_close(f->c);
-	fsafe_inbox_close(f->ib);
-	tu_rmtree(f->scratch);
-	free(f->scratch);
-	free(f);
-	return 0;
-}
-
-static void put(struct fx *f, const char *text, char *id)
-{
-	assert_int_equal(fsafe_inbox_deliver(f->ib, text, strlen(text), id), 0);
-}
-
 static fsafe_inbox_msg *take(fsafe_inbox_consumer *c, const char *want)
 {
 	fsafe_inbox_msg *m = NULL;
@@ -75,14 +39,14 @@ static fsafe_inbox_msg *take(fsafe_inbox_consumer *c, const char *want)
 
 static void fifo_and_ack(void **state)
 {
-	struct fx *f = *state;
+	struct ibu_fx *f = *state;
 	char id[3][FSAFE_INBOX_ID_LEN + 1];
 	char path[8192];
 	fsafe_inbox_msg *m;
 
-	put(f, "first", id[0]);
-	put(f, "second", id[1]);
-	put(f, "third", id[2]);
+	ibu_put(f, "first", id[0]);
+	ibu_put(f, "second", id[1]);
+	ibu_put(f, "third", id[2]);
 	assert_true(strcmp(id[0], id[1]) < 0 && strcmp(id[1], id[2]) < 0);
 	for (int i = 0; i < 3; i++)
 		assert_true(fsafe__inbox_valid_id(id[i]));
@@ -108,13 +72,13 @@ static void fifo_and_ack(void **state)
 
 static void one_winner(void **state)
 {
-	struct fx *f = *state;
+	struct ibu_fx *f = *state;
 	fsafe_inbox_consumer *other;
 	fsafe_inbox_msg *m, *m2;
 	char id[FSAFE_INBOX_ID_LEN + 1];
 
 	assert_int_equal(fsafe_inbox_consumer_open(f->ib, NULL, &other), 0);
-	put(f, "only", id);
+	ibu_put(f, "only", id);
 	/* The other consumer lists first, then loses the rename. */
 	assert_int_equal(fsafe_inbox_wait(other, 0), 0);
 	m = take(f->c, "only");
@@ -132,7 +96,7 @@ static void one_winner(void **state)
 
 static void limits(void **state)
 {
-	struct fx *f = *state;
+	struct ibu_fx *f = *state;
 	struct fsafe_inbox_opts o = FSAFE_INBOX_OPTS_INIT;
 	fsafe_inbox *small;
 	char buf[100] = { 0 };
@@ -181,7 +145,7 @@ static void forge(const char *dir, const char *name, const char *payload,
 
 static void bad_input_quarantined(void **state)
 {
-	struct fx *f = *state;
+	struct ibu_fx *f = *state;
 	char newdir[4096], path[8192], why[64];
 	fsafe_inbox_msg *m;
 
@@ -205,7 +169,7 @@ static void bad_input_quarantined(void **state)
 	assert_int_equal(symlink("/etc/passwd", path), 0);
 	/* A stage of a writer is not foreign: skipped, not quarantined. */
 	tu_put(newdir, ".fsafe-0123456789abcdef01234567.tmp", "s", 1);
-	put(f, "good", NULL);
+	ibu_put(f, "good", NULL);
 
 	m = take(f->c, "");
 	assert_string_equal(fsafe_inbox_msg_id(m), name[4]);
@@ -237,7 +201,7 @@ static void bad_input_quarantined(void **state)
 }
 
 /* A child takes `n` messages and dies without acking. */
-static void child_takes(struct fx *f, int n, const char *name)
+static void child_takes(struct ibu_fx *f, int n, const char *name)
 {
 	pid_t pid = fork();
 	int status;
@@ -259,13 +223,13 @@ static void child_takes(struct fx *f, int n, const char *name)
 
 static void recover_dead_only(void **state)
 {
-	struct fx *f = *state;
+	struct ibu_fx *f = *state;
 	struct fsafe_inbox_recovery rep = { .size = sizeof(rep) };
 	fsafe_inbox_consumer *named;
 	fsafe_inbox_msg *m;
 
 	for (int i = 0; i < 5; i++)
-		put(f, "msg", NULL);
+		ibu_put(f, "msg", NULL);
 	child_takes(f, 2, NULL);        /* a dead process consumer */
 	child_takes(f, 1, "keeper");    /* a named consumer: never judged */
 	m = take(f->c, "msg");          /* ours: alive */
@@ -307,13 +271,13 @@ static int rename_exdev(int olddirfd, const char *old, int newdirfd,
    directory stays, empty, judged dead by every later recovery. */
 static void recover_unrenamable_dir(void **state)
 {
-	struct fx *f = *state;
+	struct ibu_fx *f = *state;
 	struct fsafe_inbox_recovery rep = { .size = sizeof(rep) };
 	struct fsafe_inbox_recovery rep2 = { .size = sizeof(rep2) };
 	struct fsafe_sys sys = fsafe__sys_default;
 
 	for (int i = 0; i < 2; i++)
-		put(f, "msg", NULL);
+		ibu_put(f, "msg", NULL);
 	child_takes(f, 2, NULL);
 	sys.renameat = rename_exdev;
 	fault_set_real(&sys);
@@ -333,7 +297,7 @@ static void recover_unrenamable_dir(void **state)
 }
 
 /* The claim directory (claimed/p-...) that holds a claim. */
-static void claim_dir(const struct fx *f, char *out, size_t len)
+static void claim_dir(const struct ibu_fx *f, char *out, size_t len)
 {
 	char base[4096];
 	struct dirent *e;
@@ -381,11 +345,11 @@ static void put_record(const char *dir, const char *rec)
    judged. */
 static void recover_judges_records(void **state)
 {
-	struct fx *f = *state;
+	struct ibu_fx *f = *state;
 	struct fsafe_inbox_recovery rep = { .size = sizeof(rep) };
 	char dir[8192], rec[1024], host[256] = "", boot[40];
 
-	put(f, "a", NULL);
+	ibu_put(f, "a", NULL);
 	child_takes(f, 1, NULL);
 	claim_dir(f, dir, sizeof(dir));
 	size_t n = 0;
@@ -417,7 +381,7 @@ static void recover_judges_records(void **state)
 
 static void keep_done(void **state)
 {
-	struct fx *f = *state;
+	struct ibu_fx *f = *state;
 	fsafe_inbox *ib = ibu_open(f->dir, FSAFE_INBOX_KEEP_DONE);
 	fsafe_inbox_consumer *c;
 	fsafe_inbox_msg *m;
@@ -436,7 +400,7 @@ static void keep_done(void **state)
 
 static void wait_times_out_and_wakes(void **state)
 {
-	struct fx *f = *state;
+	struct ibu_fx *f = *state;
 	unsigned modes[] = { 0, FSAFE_INBOX_NO_INOTIFY };
 
 	for (int i = 0; i < 2; i++) {
@@ -466,7 +430,7 @@ static void wait_times_out_and_wakes(void **state)
 
 static void link_path_delivery(void **state)
 {
-	struct fx *f = *state;
+	struct ibu_fx *f = *state;
 	struct fsafe_inbox_opts o = FSAFE_INBOX_OPTS_INIT;
 	fsafe_inbox *ib;
 	fsafe_inbox_msg *m;
@@ -487,22 +451,22 @@ static void link_path_delivery(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(fifo_and_ack, setup, teardown),
-		cmocka_unit_test_setup_teardown(one_winner, setup, teardown),
-		cmocka_unit_test_setup_teardown(limits, setup, teardown),
-		cmocka_unit_test_setup_teardown(bad_input_quarantined, setup,
-		                                teardown),
-		cmocka_unit_test_setup_teardown(recover_dead_only, setup,
-		                                teardown),
-		cmocka_unit_test_setup_teardown(recover_judges_records, setup,
-		                                teardown),
-		cmocka_unit_test_setup_teardown(recover_unrenamable_dir, setup,
-		                                teardown),
-		cmocka_unit_test_setup_teardown(keep_done, setup, teardown),
-		cmocka_unit_test_setup_teardown(wait_times_out_and_wakes, setup,
-		                                teardown),
-		cmocka_unit_test_setup_teardown(link_path_delivery, setup,
-		                                teardown),
+		cmocka_unit_test_setup_teardown(fifo_and_ack, ibu_setup_consumer, ibu_teardown),
+		cmocka_unit_test_setup_teardown(one_winner, ibu_setup_consumer, ibu_teardown),
+		cmocka_unit_test_setup_teardown(limits, ibu_setup_consumer, ibu_teardown),
+		cmocka_unit_test_setup_teardown(bad_input_quarantined, ibu_setup_consumer,
+		                                ibu_teardown),
+		cmocka_unit_test_setup_teardown(recover_dead_only, ibu_setup_consumer,
+		                                ibu_teardown),
+		cmocka_unit_test_setup_teardown(recover_judges_records, ibu_setup_consumer,
+		                                ibu_teardown),
+		cmocka_unit_test_setup_teardown(recover_unrenamable_dir, ibu_setup_consumer,
+		                                ibu_teardown),
+		cmocka_unit_test_setup_teardown(keep_done, ibu_setup_consumer, ibu_teardown),
+		cmocka_unit_test_setup_teardown(wait_times_out_and_wakes, ibu_setup_consumer,
+		                                ibu_teardown),
+		cmocka_unit_test_setup_teardown(link_path_delivery, ibu_setup_consumer,
+		                                ibu_teardown),
 	};
 	return cmocka_run_group_tests_name("inbox_basic", tests, NULL, NULL);
 }

@@ -30,47 +30,7 @@
 #include "snap.h"
 #include "testutil.h"
 
-/* Longest any one test may take before it counts as a hang. */
-#define HANG_S 20
-
-struct fx {
-	char *scratch;
-	char dir[1024], out[1024];
-	fsafe_inbox *ib;
-};
-
-static int setup(void **state)
-{
-	struct fx *f = calloc(1, sizeof(*f));
-
-	f->scratch = tu_mkscratch();
-	snprintf(f->dir, sizeof(f->dir), "%s/ib", f->scratch);
-	snprintf(f->out, sizeof(f->out), "%s/outside", f->scratch);
-	assert_int_equal(mkdir(f->out, 0755), 0);
-	f->ib = ibu_open(f->dir, 0);
-	*state = f;
-	alarm(HANG_S);
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct fx *f = *state;
-
-	alarm(0);
-	fsafe_inbox_close(f->ib);
-	tu_rmtree(f->scratch);
-	free(f->scratch);
-	free(f);
-	return 0;
-}
-
-static void put(struct fx *f, const char *text, char *id)
-{
-	assert_int_equal(fsafe_inbox_deliver(f->ib, text, strlen(text), id), 0);
-}
-
-static char *path_of(const struct fx *f, const char *rel)
+static char *path_of(const struct ibu_fx *f, const char *rel)
 {
 	static char p[3][4096];
 	static int k;
@@ -82,7 +42,7 @@ static char *path_of(const struct fx *f, const char *rel)
 
 /* Take one message with a fresh named consumer "t" and ack it; its
    payload must be `want`. -EAGAIN when there was none. */
-static int take_one(struct fx *f, const char *want)
+static int take_one(struct ibu_fx *f, const char *want)
 {
 	fsafe_inbox_consumer *c;
 	fsafe_inbox_msg *m;
@@ -120,7 +80,7 @@ static int collect(const struct fsafe_damage *d, void *arg)
 }
 
 /* check, proven read-only by a picture of the inbox before and after. */
-static int check(struct fx *f, struct seen *s)
+static int check(struct ibu_fx *f, struct seen *s)
 {
 	char *before = snap_take(f->dir, NULL);
 	int r;
@@ -134,7 +94,7 @@ static int check(struct fx *f, struct seen *s)
 	return r;
 }
 
-static int repair(struct fx *f, struct seen *s)
+static int repair(struct ibu_fx *f, struct seen *s)
 {
 	memset(s, 0, sizeof(*s));
 	return fsafe_inbox_repair(AT_FDCWD, f->dir, collect, s);
@@ -155,7 +115,7 @@ static bool has(const struct seen *s, const char *text)
 }
 
 /* A consumer directory, with a claim of "outside" in it, outside. */
-static void outside_claims(struct fx *f, const char *owner)
+static void outside_claims(struct ibu_fx *f, const char *owner)
 {
 	char p[2048];
 	uint8_t h[FSAFE__INBOX_HDR];
@@ -176,12 +136,12 @@ static void outside_claims(struct fx *f, const char *owner)
 /* Reproducer 6: claimed/n-NAME as a symlink to a directory outside. */
 static void symlinked_named_consumer_is_never_followed(void **state)
 {
-	struct fx *f = *state;
+	struct ibu_fx *f = *state;
 	fsafe_inbox_consumer *c;
 	struct seen s;
 
 	outside_claims(f, NULL);
-	put(f, "inside", NULL);
+	ibu_put(f, "inside", NULL);
 	assert_int_equal(symlink(f->out, path_of(f, "claimed/n-w")), 0);
 	char *before = snap_take(f->out, NULL);
 	int r = fsafe_inbox_consumer_open(f->ib, "w", &c);
@@ -210,7 +170,7 @@ static void symlinked_named_consumer_is_never_followed(void **state)
    symlink: recover must never move its "claims" into new/. */
 static void symlinked_process_consumer_is_never_recovered(void **state)
 {
-	struct fx *f = *state;
+	struct ibu_fx *f = *state;
 	struct fsafe_inbox_recovery rep = { .size = sizeof(rep) };
 	fsafe_inbox_consumer *c;
 	char rec[8192];
@@ -258,7 +218,7 @@ static void symlinked_process_consumer_is_never_recovered(void **state)
    open fails, nothing outside changes; repair makes the inbox whole. */
 static void symlinked_layout_directories(void **state)
 {
-	struct fx *f = *state;
+	struct ibu_fx *f = *state;
 	static const char *const sub[] = { "new", "claimed", "done",
 	                                   "quarantine" };
 	struct seen s;
@@ -270,7 +230,7 @@ static void symlinked_layout_directories(void **state)
 		mkdir(other, 0755);
 		assert_int_equal(rename(path_of(f, sub[i]), path_of(f, "x")), 0);
 		assert_int_equal(symlink(other, path_of(f, sub[i])), 0);
-		put(f, "kept", NULL); /* through the handle opened before */
+		ibu_put(f, "kept", NULL); /* through the handle opened before */
 		char *before = snap_take(f->out, NULL);
 		int r = fsafe_inbox_open(AT_FDCWD, f->dir, NULL, &ib);
 		assert_true(r == -ENOTDIR || r == -ELOOP);
@@ -312,14 +272,14 @@ static void make_socket(const char *path)
    messages around them still come out. */
 static void special_files_in_new_never_hang(void **state)
 {
-	struct fx *f = *state;
+	struct ibu_fx *f = *state;
 	char id[FSAFE_INBOX_ID_LEN + 1];
 	struct seen s;
 
 	for (int k = 0; k < 4; k++) {
-		put(f, "before", NULL);
-		put(f, "victim", id);
-		put(f, "after", NULL);
+		ibu_put(f, "before", NULL);
+		ibu_put(f, "victim", id);
+		ibu_put(f, "after", NULL);
 		char *p = path_of(f, "new/x");
 		snprintf(p, 4096, "%s/new/%s", f->dir, id);
 		assert_int_equal(unlink(p), 0);
@@ -361,13 +321,13 @@ static void special_files_in_new_never_hang(void **state)
    repair quarantines that one, and every other message is taken. */
 static void one_corrupt_message_costs_one(void **state)
 {
-	struct fx *f = *state;
+	struct ibu_fx *f = *state;
 	char id[FSAFE_INBOX_ID_LEN + 1], text[32];
 	struct seen s;
 
 	for (int i = 0; i < 10; i++) {
 		snprintf(text, sizeof(text), "m%d", i);
-		put(f, text, i == 4 ? id : NULL);
+		ibu_put(f, text, i == 4 ? id : NULL);
 	}
 	char *p = path_of(f, "x");
 	snprintf(p, 4096, "%s/new/%s", f->dir, id);
@@ -393,11 +353,11 @@ static void one_corrupt_message_costs_one(void **state)
    come back with repair; a FIFO among its claims is quarantined alone. */
 static void repair_returns_dead_and_unjudgeable_claims(void **state)
 {
-	struct fx *f = *state;
+	struct ibu_fx *f = *state;
 	struct seen s;
 
 	for (int round = 0; round < 2; round++) {
-		put(f, "claimed", NULL);
+		ibu_put(f, "claimed", NULL);
 		pid_t pid = fork();
 		assert_true(pid >= 0);
 		if (pid == 0) {
@@ -440,13 +400,13 @@ static void repair_returns_dead_and_unjudgeable_claims(void **state)
    finishes it, and the message is never delivered again. */
 static void half_done_ack_is_finished(void **state)
 {
-	struct fx *f = *state;
+	struct ibu_fx *f = *state;
 	fsafe_inbox_consumer *c;
 	fsafe_inbox_msg *m;
 	struct seen s;
 	char a[2048], b[2048];
 
-	put(f, "once", NULL);
+	ibu_put(f, "once", NULL);
 	assert_int_equal(fsafe_inbox_consumer_open(f->ib, "w", &c), 0);
 	assert_int_equal(fsafe_inbox_take(c, &m), 0);
 	snprintf(a, sizeof(a), "claimed/n-w/%s", fsafe_inbox_msg_id(m));
@@ -465,7 +425,7 @@ static void half_done_ack_is_finished(void **state)
 /* A missing directory and a foreign entry at the top. */
 static void missing_and_foreign(void **state)
 {
-	struct fx *f = *state;
+	struct ibu_fx *f = *state;
 	struct seen s;
 
 	assert_int_equal(rmdir(path_of(f, "done")), 0);
@@ -482,7 +442,7 @@ static void missing_and_foreign(void **state)
    one of them; a young one is a live delivery and no damage. */
 static void abandoned_stages_swept(void **state)
 {
-	struct fx *f = *state;
+	struct ibu_fx *f = *state;
 	static const char *const stage[] = {
 		".fsafe-0123456789abcdef01234567.tmp",
 		".fsafe-0123456789abcdef01234568.tmp",
@@ -513,26 +473,26 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(
-			symlinked_named_consumer_is_never_followed, setup,
-			teardown),
+			symlinked_named_consumer_is_never_followed, ibu_setup,
+			ibu_teardown),
 		cmocka_unit_test_setup_teardown(
-			symlinked_process_consumer_is_never_recovered, setup,
-			teardown),
+			symlinked_process_consumer_is_never_recovered, ibu_setup,
+			ibu_teardown),
 		cmocka_unit_test_setup_teardown(symlinked_layout_directories,
-		                                setup, teardown),
+		                                ibu_setup, ibu_teardown),
 		cmocka_unit_test_setup_teardown(special_files_in_new_never_hang,
-		                                setup, teardown),
+		                                ibu_setup, ibu_teardown),
 		cmocka_unit_test_setup_teardown(one_corrupt_message_costs_one,
-		                                setup, teardown),
+		                                ibu_setup, ibu_teardown),
 		cmocka_unit_test_setup_teardown(
-			repair_returns_dead_and_unjudgeable_claims, setup,
-			teardown),
+			repair_returns_dead_and_unjudgeable_claims, ibu_setup,
+			ibu_teardown),
 		cmocka_unit_test_setup_teardown(half_done_ack_is_finished,
-		                                setup, teardown),
-		cmocka_unit_test_setup_teardown(missing_and_foreign, setup,
-		                                teardown),
-		cmocka_unit_test_setup_teardown(abandoned_stages_swept, setup,
-		                                teardown),
+		                                ibu_setup, ibu_teardown),
+		cmocka_unit_test_setup_teardown(missing_and_foreign, ibu_setup,
+		                                ibu_teardown),
+		cmocka_unit_test_setup_teardown(abandoned_stages_swept, ibu_setup,
+		                                ibu_teardown),
 	};
 	return cmocka_run_group_tests_name("inbox_damage", tests, NULL, NULL);
 }

@@ -21,7 +21,6 @@
 #include "ibutil.h"
 #include "testutil.h"
 
-#define HANG_S 20
 #define MAX_SEEN 16
 
 struct seen {
@@ -67,45 +66,10 @@ static int find(const struct seen *s, const char *name)
 	return at;
 }
 
-struct fx {
-	char *scratch;
-	char dir[1024];
-	fsafe_inbox *ib;
-};
-
-static int setup(void **state)
-{
-	struct fx *f = calloc(1, sizeof(*f));
-
-	f->scratch = tu_mkscratch();
-	snprintf(f->dir, sizeof(f->dir), "%s/ib", f->scratch);
-	f->ib = ibu_open(f->dir, 0);
-	*state = f;
-	alarm(HANG_S);
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct fx *f = *state;
-
-	alarm(0);
-	fsafe_inbox_close(f->ib);
-	tu_rmtree(f->scratch);
-	free(f->scratch);
-	free(f);
-	return 0;
-}
-
-static void deliver(fsafe_inbox *ib, const char *text, char *id)
-{
-	assert_int_equal(fsafe_inbox_deliver(ib, text, strlen(text), id), 0);
-}
-
 /* new/ and a named consumer's claim, with the sizes on disk. */
 static void waiting_and_claimed(void **state)
 {
-	struct fx *f = *state;
+	struct ibu_fx *f = *state;
 	char a[FSAFE_INBOX_ID_LEN + 1], b[FSAFE_INBOX_ID_LEN + 1];
 	fsafe_inbox_consumer *c;
 	fsafe_inbox_msg *m;
@@ -113,8 +77,8 @@ static void waiting_and_claimed(void **state)
 	struct stat st;
 	char path[2048];
 
-	deliver(f->ib, "first", a);
-	deliver(f->ib, "second!", b);
+	ibu_put(f, "first", a);
+	ibu_put(f, "second!", b);
 	assert_int_equal(fsafe_inbox_consumer_open(f->ib, "worker", &c), 0);
 	assert_int_equal(fsafe_inbox_take(c, &m), 0);
 	assert_string_equal(fsafe_inbox_msg_id(m), a);
@@ -141,13 +105,13 @@ static void waiting_and_claimed(void **state)
 /* A process consumer has no name; its owner record is not a claim. */
 static void process_consumer(void **state)
 {
-	struct fx *f = *state;
+	struct ibu_fx *f = *state;
 	char a[FSAFE_INBOX_ID_LEN + 1];
 	fsafe_inbox_consumer *c;
 	fsafe_inbox_msg *m;
 	struct seen s = { 0 };
 
-	deliver(f->ib, "x", a);
+	ibu_put(f, "x", a);
 	assert_int_equal(fsafe_inbox_consumer_open(f->ib, NULL, &c), 0);
 	assert_int_equal(fsafe_inbox_take(c, &m), 0);
 	assert_int_equal(fsafe_inbox_list(AT_FDCWD, f->dir, record, &s), 0);
@@ -164,18 +128,16 @@ static void process_consumer(void **state)
    FIFO, opened, would hang until alarm()). Staging files are skipped. */
 static void strays_reported_not_followed(void **state)
 {
-	struct fx *f = *state;
-	char a[FSAFE_INBOX_ID_LEN + 1], path[2048], out[2048];
+	struct ibu_fx *f = *state;
+	char a[FSAFE_INBOX_ID_LEN + 1], path[2048];
 	const char *fifo = "0000000000000000.000000000000.00000000.00000000."
 	                   "000000000000";
 	struct seen s = { 0 };
 
-	deliver(f->ib, "kept", a);
+	ibu_put(f, "kept", a);
 	snprintf(path, sizeof(path), "%s/new/%s", f->dir, fifo);
 	assert_int_equal(mkfifo(path, 0600), 0);
-	snprintf(out, sizeof(out), "%s/outside", f->scratch);
-	assert_int_equal(mkdir(out, 0755), 0);
-	tu_put(out, "secret", "s", 1);
+	tu_put(f->out, "secret", "s", 1);
 	snprintf(path, sizeof(path), "%s/new/link", f->dir);
 	assert_int_equal(symlink("../../outside/secret", path), 0);
 	snprintf(path, sizeof(path), "%s/claimed/n-ghost", f->dir);
@@ -201,7 +163,7 @@ static void strays_reported_not_followed(void **state)
 /* A foreign regular file in new/, and quarantine/ (without .reason). */
 static void foreign_and_quarantined(void **state)
 {
-	struct fx *f = *state;
+	struct ibu_fx *f = *state;
 	char path[2048];
 	struct seen s = { 0 };
 
@@ -224,13 +186,11 @@ static void foreign_and_quarantined(void **state)
 /* A layout directory replaced by a link is a stray; the rest is listed. */
 static void linked_layout_directory(void **state)
 {
-	struct fx *f = *state;
-	char path[2048], out[2048];
+	struct ibu_fx *f = *state;
+	char path[2048];
 	struct seen s = { 0 };
 
-	snprintf(out, sizeof(out), "%s/outside", f->scratch);
-	assert_int_equal(mkdir(out, 0755), 0);
-	tu_put(out, "0000000000000000.000000000000.00000000.00000000."
+	tu_put(f->out, "0000000000000000.000000000000.00000000.00000000."
 	            "000000000000", "x", 1);
 	snprintf(path, sizeof(path), "%s/new", f->dir);
 	assert_int_equal(rmdir(path), 0);
@@ -247,12 +207,12 @@ static void linked_layout_directory(void **state)
    missing inbox is an error; bad arguments are -EINVAL. */
 static void stop_and_errors(void **state)
 {
-	struct fx *f = *state;
+	struct ibu_fx *f = *state;
 	char id[FSAFE_INBOX_ID_LEN + 1], path[2048];
 	struct seen s = { .stop_at = 1 };
 
-	deliver(f->ib, "a", id);
-	deliver(f->ib, "b", id);
+	ibu_put(f, "a", id);
+	ibu_put(f, "b", id);
 	assert_int_equal(fsafe_inbox_list(AT_FDCWD, f->dir, record, &s), 7);
 	assert_int_equal(s.n, 1);
 	snprintf(path, sizeof(path), "%s/none", f->scratch);
@@ -267,18 +227,18 @@ static void stop_and_errors(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(waiting_and_claimed, setup,
-		                                teardown),
-		cmocka_unit_test_setup_teardown(process_consumer, setup,
-		                                teardown),
+		cmocka_unit_test_setup_teardown(waiting_and_claimed, ibu_setup,
+		                                ibu_teardown),
+		cmocka_unit_test_setup_teardown(process_consumer, ibu_setup,
+		                                ibu_teardown),
 		cmocka_unit_test_setup_teardown(strays_reported_not_followed,
-		                                setup, teardown),
-		cmocka_unit_test_setup_teardown(foreign_and_quarantined, setup,
-		                                teardown),
-		cmocka_unit_test_setup_teardown(linked_layout_directory, setup,
-		                                teardown),
-		cmocka_unit_test_setup_teardown(stop_and_errors, setup,
-		                                teardown),
+		                                ibu_setup, ibu_teardown),
+		cmocka_unit_test_setup_teardown(foreign_and_quarantined, ibu_setup,
+		                                ibu_teardown),
+		cmocka_unit_test_setup_teardown(linked_layout_directory, ibu_setup,
+		                                ibu_teardown),
+		cmocka_unit_test_setup_teardown(stop_and_errors, ibu_setup,
+		                                ibu_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
