@@ -84,3 +84,34 @@ def test_close_during_a_call(tmp_path, case):
                          str(tmp_path / "h")], env=child_env(),
                         capture_output=True, timeout=110)
     assert rc.returncode == 0, rc.stderr.decode(errors="replace")
+
+
+def test_failure_without_detail_carries_no_stale_step(tmp_path):
+    """The step of an earlier failure never labels a later one that the
+    library gave no detail for (the handle's error is cleared first)."""
+    import errno as errno_mod
+
+    from fsafe import _handle, _lib
+
+    class Fake(_handle.Handle):
+        _WHAT = "a fake"
+        path = str(tmp_path)
+
+        def __init__(self):
+            self._detail = _lib.Error()
+            self._h = 1
+
+        def close(self):
+            self._h = None
+
+    fake = Fake()
+    fake._detail.code = -errno_mod.EIO
+    fake._detail.sys_errno = errno_mod.EIO
+    fake._detail.step = b"an earlier step"
+    with pytest.raises(OSError) as info:
+        fake._call(lambda h: -errno_mod.EIO)
+    assert info.value.errno == errno_mod.EIO
+    assert info.value.step is None
+    fake.close()
+    with pytest.raises(ValueError, match="a fake is closed"):
+        fake._call(lambda h: 0)
