@@ -1,0 +1,7 @@
+'use strict';
+// fsafe for Node: crash-safe file persistence over libfsafe.
+module.exports = {
+  ...require('./write'),
+  ...require('./sweep'),
+  ...require('./writer'),
+};

@@ -1,0 +1,7 @@
+'use strict';
+// The compiled addon: FSAFE_NODE_ADDON names a build's fsafe.node (the
+// project's CMake build sets it for the tests); otherwise node-gyp's.
+const path = require('node:path');
+
+module.exports = require(process.env.FSAFE_NODE_ADDON ||
+  path.join(__dirname, '..', 'build', 'Release', 'fsafe.node'));
