@@ -60,11 +60,12 @@ static void on_completions(uv_poll_t *poll, int status, int events)
 	/* A callback scope, so that promise reactions run when it closes
 	   as they do after any of Node's own I/O callbacks. */
 	napi_open_callback_scope(e->env, resource, e->context, &cs);
-	struct fsafe_async_completion done[64];
-	int n;
-	while ((n = fsafe_async_reap(e->queue, done, 64)) > 0)
-		for (int i = 0; i < n; i++)
-			settle(e, &done[i]);
+	/* One bounded helping per wake-up: the descriptor stays readable
+	   while more wait, and timers get their turn in between. */
+	struct fsafe_async_completion done[32];
+	int n = fsafe_async_reap(e->queue, done, 32);
+	for (int i = 0; i < n; i++)
+		settle(e, &done[i]);
 	if (e->pending == 0) /* an idle engine must not keep Node alive */
 		uv_poll_stop(&e->poll);
 	napi_close_callback_scope(e->env, cs);

@@ -8,7 +8,7 @@ const path = require('node:path');
 const { spawn } = require('node:child_process');
 const { tempDir, fsafe } = require('./helpers');
 
-const SIZE = 32 << 20;
+const SIZE = 8 << 20;
 const CHILD = `
   const fsafe = require(${JSON.stringify(path.join(__dirname, '..', 'lib', 'index.js'))});
   const big = Buffer.alloc(${SIZE}, 'N');
