@@ -1,0 +1,10 @@
+{
+  "targets": [{
+    "target_name": "fsafe",
+    "sources": ["src/addon.c", "src/write.c", "src/async.c", "src/sweep.c",
+                "src/writer.c"],
+    "cflags": ["-std=c17", "-Wall", "-Wextra",
+               "<!@(pkg-config --cflags fsafe)"],
+    "libraries": ["<!@(pkg-config --libs fsafe)"]
+  }]
+}
