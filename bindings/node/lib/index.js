@@ -4,4 +4,6 @@ module.exports = {
   ...require('./write'),
   ...require('./sweep'),
   ...require('./writer'),
+  ...require('./lock'),
+  ...require('./store'),
 };

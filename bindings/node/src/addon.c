@@ -62,6 +62,8 @@ static napi_value init(napi_env env, napi_value exports)
 	NAPI_OK(fsafe_node_init_async(env, exports));
 	NAPI_OK(fsafe_node_init_sweep(env, exports));
 	NAPI_OK(fsafe_node_init_writer(env, exports));
+	NAPI_OK(fsafe_node_init_lock(env, exports));
+	NAPI_OK(fsafe_node_init_store(env, exports));
 	return exports;
 }
 

@@ -47,6 +47,7 @@ static napi_value write_sync(napi_env env, napi_callback_info info)
 	return fsafe_node_result(env, rc, &err);
 }
 
+/* The library's flags and codes the JS side passes or compares. */
 static napi_value flag_constants(napi_env env)
 {
 	static const struct {
@@ -57,6 +58,10 @@ static napi_value flag_constants(napi_env env)
 		{"CREATE_ONLY", FSAFE_CREATE_ONLY},
 		{"NO_FOLLOW", FSAFE_NO_FOLLOW},
 		{"MKDIR", FSAFE_MKDIR},
+		{"LOCK_NO_WAIT", FSAFE_LOCK_NO_WAIT},
+		{"LOCK_KERNEL", FSAFE_LOCK_KERNEL},
+		{"STORE_CREATE", FSAFE_STORE_CREATE},
+		{"STORE_LOCK_KERNEL", FSAFE_STORE_LOCK_KERNEL},
 		{"ENOTDURABLE", (uint32_t)-FSAFE_ENOTDURABLE},
 		{"ECONFLICT", (uint32_t)-FSAFE_ECONFLICT},
 	};
