@@ -111,3 +111,27 @@ test('tmpfileCreated and bad arguments are refused, not ignored', async (t) => {
     { code: 'ERR_INVALID_ARG_TYPE' });
   assert.ok(!fs.existsSync(f));
 });
+
+test('fsync: false makes no sync call; the default syncs file and directory', async (t) => {
+  const { spawnSync } = require('node:child_process');
+  if (spawnSync('strace', ['-V']).error) {
+    t.skip('SKIP: strace is not installed (apt-get install strace)');
+    return;
+  }
+  const dir = tempDir(t);
+  const syncs = (options) => {
+    const log = path.join(dir, 'strace.log');
+    const r = spawnSync('strace', ['-f', '-qq', '-o', log,
+      '-e', 'trace=fsync,fdatasync,syncfs,sync_file_range', process.execPath, '-e', `
+      const f = require(${JSON.stringify(require.resolve('../lib/index.js'))});
+      f.writeFileAtomicSync(${JSON.stringify(path.join(dir, 's'))}, 'x', ${options});
+      f.writeFileAtomic(${JSON.stringify(path.join(dir, 'a'))}, 'y', ${options});
+    `], { stdio: 'inherit' });
+    assert.strictEqual(r.status, 0);
+    return fs.readFileSync(log, 'utf8').split('\n').filter((l) => /sync/.test(l)).length;
+  };
+  assert.strictEqual(syncs('{ fsync: false }'), 0);
+  // The sync write syncs its file and its directory; the async one at
+  // least its directory (its data sync may go through io_uring).
+  assert.ok(syncs('{}') >= 3, 'the default write does not sync');
+});
