@@ -3,5 +3,6 @@
 // project's CMake build sets it for the tests); otherwise node-gyp's.
 const path = require('node:path');
 
-module.exports = require(process.env.FSAFE_NODE_ADDON ||
+const addon = process.env.FSAFE_NODE_ADDON;
+module.exports = require(addon ? path.resolve(addon) :
   path.join(__dirname, '..', 'build', 'Release', 'fsafe.node'));
