@@ -6,4 +6,5 @@ module.exports = {
   ...require('./writer'),
   ...require('./lock'),
   ...require('./store'),
+  ...require('./spool'),
 };
