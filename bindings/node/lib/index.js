@@ -7,4 +7,5 @@ module.exports = {
   ...require('./lock'),
   ...require('./store'),
   ...require('./spool'),
+  ...require('./inbox'),
 };
