@@ -8,4 +8,5 @@ module.exports = {
   ...require('./store'),
   ...require('./spool'),
   ...require('./inbox'),
+  ...require('./checkpoint'),
 };

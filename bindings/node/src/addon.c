@@ -66,6 +66,7 @@ static napi_value init(napi_env env, napi_value exports)
 	NAPI_OK(fsafe_node_init_store(env, exports));
 	NAPI_OK(fsafe_node_init_spool(env, exports));
 	NAPI_OK(fsafe_node_init_inbox(env, exports));
+	NAPI_OK(fsafe_node_init_checkpoint(env, exports));
 	return exports;
 }
 

@@ -41,6 +41,7 @@ napi_status fsafe_node_init_lock(napi_env env, napi_value exports);
 napi_status fsafe_node_init_store(napi_env env, napi_value exports);
 napi_status fsafe_node_init_spool(napi_env env, napi_value exports);
 napi_status fsafe_node_init_inbox(napi_env env, napi_value exports);
+napi_status fsafe_node_init_checkpoint(napi_env env, napi_value exports);
 
 /* Define `name` on `exports` as the native function `fn`. */
 napi_status fsafe_node_export(napi_env env, napi_value exports,
