@@ -71,3 +71,113 @@ export class AtomicWriteStream extends Writable {
 
 export function createAtomicWriteStream(filename: string | URL,
   options?: AtomicWriteStreamOptions | BufferEncoding): AtomicWriteStream;
+
+export interface LockOptions {
+  /** Give up with ETIMEDOUT after this long; without it, wait on. */
+  timeoutMs?: number;
+  /** false: try once, EAGAIN when held. Default true. */
+  wait?: boolean;
+  /** Kernel (OFD) mode: local filesystems; freed the instant the holder dies. */
+  kernel?: boolean;
+}
+
+export class Lock {
+  static acquire(path: string | URL, options?: LockOptions): Promise<Lock>;
+  readonly path: string;
+  /** Dead owners' locks this acquisition broke. */
+  readonly broken: number;
+  /** ESTALE when the lock was taken from this holder meanwhile. */
+  release(): Promise<void>;
+}
+
+export interface StoreOptions {
+  create?: boolean;
+  /** Of new records and a created directory; 0: 0666 / 0777. */
+  mode?: number;
+  /** false: records survive process crashes, not power cuts. */
+  fsync?: boolean;
+  /** Wait for the store's lock; 0: 30 s. */
+  lockTimeoutMs?: number;
+  kernelLock?: boolean;
+}
+
+export type Key = string | NodeJS.ArrayBufferView | ArrayBuffer;
+
+export class Store {
+  static open(path: string | URL, options?: StoreOptions): Promise<Store>;
+  readonly path: string;
+  put(key: Key, value: Data): Promise<number>;
+  /** ERR_FSAFE_CONFLICT unless the key is at `expected` (0: absent). */
+  putIf(key: Key, value: Data, expected: number): Promise<number>;
+  get(key: Key): Promise<{ value: Buffer; version: number } | undefined>;
+  delete(key: Key): Promise<boolean>;
+  entries(): Promise<Array<{ key: Buffer; version: number; length: number }>>;
+  /** Compare-and-swap loop; `fn` returning undefined keeps the value. */
+  update(key: Key, fn: (old: Buffer | undefined) =>
+    Data | undefined | Promise<Data | undefined>): Promise<number>;
+  close(): Promise<void>;
+}
+
+export interface SpoolStat {
+  cursor: number; firstSeq: number; nextSeq: number; segments: number;
+  bytes: number; quarantined: number; truncated: number; dropped: number;
+  quarantinedBytes: number; salvaged: number; lost: number;
+  cursorAhead: number; quarantineEntries: number;
+}
+
+export class Spool {
+  static open(path: string | URL,
+    options?: { create?: boolean; readOnly?: boolean }): Promise<Spool>;
+  readonly path: string;
+  /** The first record's number, once durable. */
+  append(...records: Data[]): Promise<number>;
+  /** From `from`, or the cursor when omitted. */
+  read(from?: number): AsyncGenerator<[number, Buffer]>;
+  ack(seq: number): Promise<void>;
+  stat(): Promise<SpoolStat>;
+  close(): Promise<void>;
+}
+
+export interface InboxMessage { id: string; seq: number; data: Buffer }
+
+export class Consumer {
+  take(): Promise<InboxMessage | undefined>;
+  wait(timeoutMs: number): Promise<boolean>;
+  ack(message: InboxMessage | string): Promise<void>;
+  release(message: InboxMessage | string): Promise<void>;
+  releaseAll(): Promise<number>;
+  close(): Promise<void>;
+}
+
+export class Inbox {
+  static open(path: string | URL,
+    options?: { create?: boolean; keepDone?: boolean }): Promise<Inbox>;
+  readonly path: string;
+  deliver(data: Data): Promise<string>;
+  consumer(name?: string): Promise<Consumer>;
+  recover(options?: { stageAgeMs?: number }): Promise<{
+    returned: number; consumers: number; swept: number; unjudged: number }>;
+  close(): Promise<void>;
+}
+
+export interface Snapshot {
+  generation: number;
+  revision: string;
+  time: Date;
+  files: Map<string, Buffer>;
+  otherRevision: boolean;
+  fellBack: boolean;
+}
+
+export class Checkpoint {
+  static open(path: string | URL, options?: { create?: boolean;
+    revision?: string; keep?: number; wait?: boolean; readOnly?: boolean;
+  }): Promise<Checkpoint>;
+  readonly path: string;
+  readonly wasUnclean: boolean;
+  save(files: Record<string, Data> | Map<string, Data>): Promise<number>;
+  load(options?: { generation?: number; fallback?: boolean }):
+    Promise<Snapshot | undefined>;
+  generations(): Promise<number[]>;
+  close(): Promise<void>;
+}
