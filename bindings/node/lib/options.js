@@ -38,6 +38,9 @@ function normalise(options) {
       !(Number.isInteger(options.mode) && options.mode >= 0 &&
         options.mode <= 0o7777))
     throw typeError('options.mode must be an integer in 0..0o7777');
+  // The library reads a mode of 0 as "the default, 0666".
+  if (options.mode === 0)
+    throw unsupported('mode 0 is not supported: fsafe takes 0 for 0o666');
   if (options.chown !== undefined && options.chown !== false &&
       !(options.chown && Number.isInteger(options.chown.uid) &&
         Number.isInteger(options.chown.gid)))

@@ -109,6 +109,8 @@ test('tmpfileCreated and bad arguments are refused, not ignored', async (t) => {
   await assert.rejects(fsafe.writeFileAtomic('', 'x'), { code: 'ERR_INVALID_ARG_TYPE' });
   assert.throws(() => fsafe.writeFileAtomicSync(f, 'x', { mode: -1 }),
     { code: 'ERR_INVALID_ARG_TYPE' });
+  assert.throws(() => fsafe.writeFileAtomicSync(f, 'x', { mode: 0 }),
+    { code: 'ERR_FSAFE_UNSUPPORTED' });
   assert.ok(!fs.existsSync(f));
 });
 
