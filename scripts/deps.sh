@@ -27,3 +27,16 @@ FSAFE_BUILD_DEPS=(cmake make gcc pkg-config scdoc liburing-dev libssl-dev)
 FSAFE_TEST_DEPS=(clang libclang-rt-14-dev libcmocka-dev bats strace
                  e2fsprogs xfsprogs btrfs-progs util-linux attr acl
                  python3-pytest)
+
+# The Node binding: node, npm and Node's headers (node_api.h). Each is
+# asked for only when missing, so a Node installed another way (the
+# nodesource packages ship their headers) is kept: Debian's nodejs, npm,
+# and libnode-dev for the headers.
+fsafe_need_node() {
+	local pkgs=()
+	command -v node >/dev/null || pkgs+=(nodejs)
+	command -v npm >/dev/null || pkgs+=(npm)
+	[ -f /usr/include/node/node_api.h ] ||
+		[ -f /usr/local/include/node/node_api.h ] || pkgs+=(libnode-dev)
+	[ ${#pkgs[@]} -eq 0 ] || fsafe_need "${pkgs[@]}"
+}

@@ -10,6 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
 fsafe_need "${FSAFE_BUILD_DEPS[@]}" "${FSAFE_TEST_DEPS[@]}"
+fsafe_need_node
 
 out=${FSAFE_OUT:-out}
 jobs=$(nproc)

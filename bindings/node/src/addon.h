@@ -1,0 +1,50 @@
+/*
+ * The Node binding's native half: thin Node-API (C) wrappers over
+ * libfsafe. Everything Node-shaped (Error objects, options, streams,
+ * AbortSignal) lives in lib/; this side only moves bytes and results.
+ */
+#ifndef FSAFE_NODE_ADDON_H
+#define FSAFE_NODE_ADDON_H
+
+/* openat and friends from the C17 headers */
+#define _GNU_SOURCE
+#define NAPI_VERSION 8
+#include <node_api.h>
+#include <fsafe.h>
+
+/* Bail out of a napi_callback on a failed Node-API call: the failure has
+   left a pending JS exception or is a binding bug either way. */
+#define NAPI_OK(call)                                  \
+	do {                                           \
+		if ((call) != napi_ok)                 \
+			return NULL;                   \
+	} while (0)
+
+/*
+ * A failed call's detail as the JS side wants it:
+ * { errno (negative), step, published }. The JS side turns it into an
+ * Error with Node's code/errno/syscall/path.
+ */
+napi_value fsafe_node_result(napi_env env, int code,
+                             const struct fsafe_error *err);
+
+/* A string argument copied to the heap (free() it); NULL on failure with a
+   JS exception pending. */
+char *fsafe_node_string(napi_env env, napi_value v);
+
+/* Register each capability's functions on `exports`. */
+napi_status fsafe_node_init_write(napi_env env, napi_value exports);
+napi_status fsafe_node_init_async(napi_env env, napi_value exports);
+napi_status fsafe_node_init_sweep(napi_env env, napi_value exports);
+napi_status fsafe_node_init_writer(napi_env env, napi_value exports);
+napi_status fsafe_node_init_lock(napi_env env, napi_value exports);
+napi_status fsafe_node_init_store(napi_env env, napi_value exports);
+napi_status fsafe_node_init_spool(napi_env env, napi_value exports);
+napi_status fsafe_node_init_inbox(napi_env env, napi_value exports);
+napi_status fsafe_node_init_checkpoint(napi_env env, napi_value exports);
+
+/* Define `name` on `exports` as the native function `fn`. */
+napi_status fsafe_node_export(napi_env env, napi_value exports,
+                              const char *name, napi_callback fn);
+
+#endif

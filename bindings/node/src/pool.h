@@ -1,0 +1,35 @@
+/*
+ * A call of libfsafe on libuv's thread pool, settled as a promise: the
+ * shape of every handle operation that may wait on the disk or a lock.
+ */
+#ifndef FSAFE_NODE_POOL_H
+#define FSAFE_NODE_POOL_H
+
+#include "addon.h"
+
+struct pool_call {
+	/* On a pool thread: the libfsafe call; its result. */
+	int (*run)(struct pool_call *c);
+	/* On the loop thread after a result >= 0: the value to resolve
+	   with (NULL: undefined). */
+	napi_value (*value)(napi_env env, struct pool_call *c);
+	/* Frees what the call owns, `c` included (NULL: free(c)). */
+	void (*release)(struct pool_call *c);
+	struct fsafe_error *error; /* the failure's detail, may be NULL */
+	int rc;
+	/* set by pool_queue */
+	napi_async_work work;
+	napi_deferred deferred;
+	napi_ref keep;             /* kept alive while the call runs */
+};
+
+/* Queue `c`, keeping `keep` (a handle, a buffer; may be NULL) alive until
+   it settles. The promise, or NULL with an exception pending (`c` is
+   released then). */
+napi_value pool_queue(napi_env env, const char *name, struct pool_call *c,
+                      napi_value keep);
+
+/* The pointer inside an external, or NULL with an exception pending. */
+void *pool_external(napi_env env, napi_value v);
+
+#endif

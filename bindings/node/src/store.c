@@ -1,0 +1,263 @@
+/*
+ * Store: each operation of the keyed store on libuv's thread pool (a
+ * change waits for the store's lock and syncs). The JS side issues one
+ * operation per handle at a time, as the library asks.
+ */
+#include "pool.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct store_handle {
+	fsafe_store *store;  /* NULL once closed */
+	struct fsafe_error error;
+};
+
+enum store_op { OPEN, PUT, GET, DELETE, LIST };
+
+struct store_call {
+	struct pool_call call;
+	enum store_op op;
+	struct store_handle *h;
+	char *path;
+	struct fsafe_store_opts opts;
+	void *key, *val;     /* our copies; val is the library's after GET */
+	size_t keylen, vallen;
+	double expected;     /* PUT: < 0 unconditional */
+	uint64_t version;
+	fsafe_store_iter *iter;
+};
+
+static void finalize_store(napi_env env, void *data, void *hint)
+{
+	(void)env;
+	(void)hint;
+	struct store_handle *h = data;
+	fsafe_store_close(h->store);
+	free(h);
+}
+
+static int run(struct pool_call *c)
+{
+	struct store_call *s = (struct store_call *)c;
+	fsafe_store *st = s->h->store;
+	switch (s->op) {
+	case OPEN:
+		return fsafe_store_open(AT_FDCWD, s->path, &s->opts, &s->h->store);
+	case PUT:
+		if (s->expected < 0)
+			return fsafe_store_put(st, s->key, s->keylen, s->val,
+			                       s->vallen, &s->version);
+		return fsafe_store_put_if(st, s->key, s->keylen, s->val,
+		                          s->vallen, (uint64_t)s->expected,
+		                          &s->version);
+	case GET:
+		free(s->val);
+		s->val = NULL;
+		return fsafe_store_get(st, s->key, s->keylen, &s->val,
+		                       &s->vallen, &s->version);
+	case DELETE:
+		return fsafe_store_delete(st, s->key, s->keylen);
+	case LIST:
+		return fsafe_store_list(st, NULL, &s->iter);
+	}
+	return -EINVAL;
+}
+
+static napi_value copy_buffer(napi_env env, const void *p, size_t len)
+{
+	napi_value v;
+	NAPI_OK(napi_create_buffer_copy(env, len, p, NULL, &v));
+	return v;
+}
+
+/* [ { key, version, length } ... ] of a listing. */
+static napi_value listing(napi_env env, fsafe_store_iter *it)
+{
+	napi_value arr, obj, v;
+	struct fsafe_store_entry e;
+	uint32_t i = 0;
+	NAPI_OK(napi_create_array(env, &arr));
+	while (fsafe_store_iter_next(it, &e) == 1) {
+		NAPI_OK(napi_create_object(env, &obj));
+		if (!(v = copy_buffer(env, e.key, e.keylen)))
+			return NULL;
+		NAPI_OK(napi_set_named_property(env, obj, "key", v));
+		NAPI_OK(napi_create_double(env, (double)e.version, &v));
+		NAPI_OK(napi_set_named_property(env, obj, "version", v));
+		NAPI_OK(napi_create_double(env, (double)e.len, &v));
+		NAPI_OK(napi_set_named_property(env, obj, "length", v));
+		NAPI_OK(napi_set_element(env, arr, i++, obj));
+	}
+	return arr;
+}
+
+static napi_value value(napi_env env, struct pool_call *c)
+{
+	struct store_call *s = (struct store_call *)c;
+	napi_value v, obj;
+	switch (s->op) {
+	case OPEN:
+		NAPI_OK(napi_create_external(env, s->h, finalize_store, NULL, &v));
+		s->h = NULL; /* the external owns it now */
+		return v;
+	case PUT:
+		NAPI_OK(napi_create_double(env, (double)s->version, &v));
+		return v;
+	case GET:
+		NAPI_OK(napi_create_object(env, &obj));
+		if (!(v = copy_buffer(env, s->val, s->vallen)))
+			return NULL;
+		NAPI_OK(napi_set_named_property(env, obj, "value", v));
+		NAPI_OK(napi_create_double(env, (double)s->version, &v));
+		NAPI_OK(napi_set_named_property(env, obj, "version", v));
+		return obj;
+	case LIST:
+		return listing(env, s->iter);
+	case DELETE:
+		break;
+	}
+	return NULL;
+}
+
+static void release(struct pool_call *c)
+{
+	struct store_call *s = (struct store_call *)c;
+	if (s->op == OPEN && s->h) {
+		fsafe_store_close(s->h->store);
+		free(s->h);
+	}
+	fsafe_store_iter_free(s->iter);
+	free(s->path);
+	free(s->key);
+	free(s->val);
+	free(s);
+}
+
+static struct store_call *call_new(napi_env env, enum store_op op)
+{
+	struct store_call *s = calloc(1, sizeof *s);
+	if (!s) {
+		napi_throw_error(env, "ENOMEM", "out of memory");
+		return NULL;
+	}
+	s->op = op;
+	s->call.run = run;
+	s->call.value = value;
+	s->call.release = release;
+	return s;
+}
+
+/* A heap copy of a Buffer argument (at least one byte allocated). */
+static void *dup_buffer(napi_env env, napi_value v, size_t *len)
+{
+	void *p, *copy;
+	if (napi_get_buffer_info(env, v, &p, len) != napi_ok)
+		return NULL;
+	if (!(copy = malloc(*len ? *len : 1)))
+		napi_throw_error(env, "ENOMEM", "out of memory");
+	else
+		memcpy(copy, p, *len);
+	return copy;
+}
+
+/* storeOpen(path, flags, writeFlags, mode, lockTimeoutMs) -> Promise<handle>. */
+static napi_value store_open(napi_env env, napi_callback_info info)
+{
+	size_t argc = 5;
+	napi_value argv[5];
+	uint32_t flags, wflags, mode;
+	double timeout;
+	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+	NAPI_OK(napi_get_value_uint32(env, argv[1], &flags));
+	NAPI_OK(napi_get_value_uint32(env, argv[2], &wflags));
+	NAPI_OK(napi_get_value_uint32(env, argv[3], &mode));
+	NAPI_OK(napi_get_value_double(env, argv[4], &timeout));
+	struct store_call *s = call_new(env, OPEN);
+	if (!s)
+		return NULL;
+	if (!(s->h = calloc(1, sizeof *s->h)) ||
+	    !(s->path = fsafe_node_string(env, argv[0]))) {
+		release(&s->call);
+		return NULL;
+	}
+	s->opts = (struct fsafe_store_opts)FSAFE_STORE_OPTS_INIT;
+	s->opts.flags = flags;
+	s->opts.write_flags = wflags;
+	s->opts.mode = (mode_t)mode;
+	s->opts.lock_timeout_ms = timeout <= 0 ? 0 : (uint64_t)timeout;
+	s->opts.error = &s->h->error; /* kept by the handle */
+	s->call.error = &s->h->error;
+	return pool_queue(env, "fsafe.Store.open", &s->call, NULL);
+}
+
+/* The open handle in `v`, or NULL with an error thrown. */
+static struct store_handle *open_handle(napi_env env, napi_value v)
+{
+	struct store_handle *h = pool_external(env, v);
+	if (h && !h->store) {
+		napi_throw(env, fsafe_node_result(env, -EBADF, NULL));
+		return NULL;
+	}
+	return h;
+}
+
+/* storeOp(handle, op, key, value, expected): PUT/GET/DELETE/LIST. */
+static napi_value store_op(napi_env env, napi_callback_info info)
+{
+	size_t argc = 5;
+	napi_value argv[5];
+	uint32_t op;
+	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+	struct store_handle *h = open_handle(env, argv[0]);
+	if (!h)
+		return NULL;
+	NAPI_OK(napi_get_value_uint32(env, argv[1], &op));
+	if (op < PUT || op > LIST) {
+		napi_throw_range_error(env, NULL, "bad store operation");
+		return NULL;
+	}
+	struct store_call *s = call_new(env, (enum store_op)op);
+	if (!s)
+		return NULL;
+	s->h = h;
+	s->call.error = &h->error;
+	if (op != LIST && !(s->key = dup_buffer(env, argv[2], &s->keylen)))
+		goto fail;
+	if (op == PUT) {
+		if (!(s->val = dup_buffer(env, argv[3], &s->vallen)) ||
+		    napi_get_value_double(env, argv[4], &s->expected) != napi_ok)
+			goto fail;
+	}
+	return pool_queue(env, "fsafe.Store", &s->call, argv[0]);
+fail:
+	s->h = NULL;
+	release(&s->call);
+	return NULL;
+}
+
+/* storeClose(handle): the JS side waits for the handle's last call. */
+static napi_value store_close(napi_env env, napi_callback_info info)
+{
+	size_t argc = 1;
+	napi_value argv[1];
+	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+	struct store_handle *h = pool_external(env, argv[0]);
+	if (!h)
+		return NULL;
+	fsafe_store_close(h->store);
+	h->store = NULL;
+	return NULL;
+}
+
+napi_status fsafe_node_init_store(napi_env env, napi_value exports)
+{
+	napi_status st = fsafe_node_export(env, exports, "storeOpen", store_open);
+	if (st == napi_ok)
+		st = fsafe_node_export(env, exports, "storeOp", store_op);
+	if (st == napi_ok)
+		st = fsafe_node_export(env, exports, "storeClose", store_close);
+	return st;
+}
