@@ -96,7 +96,10 @@ int fsafe_nats_sink_new(const char *url, const char *subject,
 	fsafe_nats_sink *k;
 
 	*out = NULL;
-	if (!url || !*url || !subject || !*subject)
+	/* A subject has no spaces; nor quotes, which the stream lookup's JSON
+	   request would have to escape. */
+	if (!url || !*url || !subject || !*subject ||
+	    subject[strcspn(subject, " \t\r\n\"\\")])
 		return -EINVAL;
 	if (!(k = calloc(1, sizeof(*k))))
 		return -ENOMEM;

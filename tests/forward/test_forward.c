@@ -310,6 +310,48 @@ static void test_cancel_and_refuse(void **state)
 	fs_free(k);
 }
 
+/* Options that cannot work are refused, through `error` too. */
+static void test_options(void **state)
+{
+	struct tu_fx *f = *state;
+	struct fakesink *k = fs_new();
+	struct fsafe_forward_sink sink = fs_sink(k);
+	struct fsafe_error e = { 0 };
+	fsafe_spool *s = sp_open(f, 0);
+	fsafe_forward *fw;
+	struct {
+		struct fsafe_forward_opts o;
+		uint64_t later;
+	} big = { .o = FSAFE_FORWARD_OPTS_INIT };
+
+	struct fsafe_forward_opts o = FSAFE_FORWARD_OPTS_INIT;
+	o.error = &e;
+	o.flags = 1u << 5;
+	assert_int_equal(fsafe_forward_open(s, &sink, &o, &fw), -EINVAL);
+	tu_assert_error(&e, -EINVAL, EINVAL, "options (flags)");
+	o.flags = 0;
+	o.backoff_ms = 10;
+	o.backoff_max_ms = 5;
+	assert_int_equal(fsafe_forward_open(s, &sink, &o, &fw), -EINVAL);
+	tu_assert_error(&e, -EINVAL, EINVAL,
+	                "options (backoff_ms above backoff_max_ms)");
+	o.backoff_max_ms = 10;
+	o.size = FSAFE_FORWARD_OPTS_SIZE_V0 - 1;
+	assert_int_equal(fsafe_forward_open(s, &sink, &o, &fw), -EINVAL);
+	big.o.size = sizeof(big);
+	big.o.error = &e;
+	big.later = 1;
+	assert_int_equal(fsafe_forward_open(s, &sink, &big.o, &fw), -E2BIG);
+	tu_assert_error(&e, -E2BIG, E2BIG, "options (size)");
+	big.later = 0;
+	assert_int_equal(fsafe_forward_open(s, &sink, &big.o, &fw), 0);
+	struct fsafe_forward_stat st = { .size = FSAFE_FORWARD_STAT_SIZE_V0 - 1 };
+	assert_int_equal(fsafe_forward_stat(fw, &st), -EINVAL);
+	fsafe_forward_close(fw);
+	fsafe_spool_close(s);
+	fs_free(k);
+}
+
 /* The sink fails at its call N (each N in turn), once or (ack lost) after
    storing the batch: every record still arrives once, in order. */
 static void test_sink_fails_at_every_call(void **state)
@@ -504,6 +546,8 @@ int main(void)
 		                                tu_fx_setup, tu_fx_teardown),
 		cmocka_unit_test_setup_teardown(test_cancel_and_refuse,
 		                                tu_fx_setup, tu_fx_teardown),
+		cmocka_unit_test_setup_teardown(test_options, tu_fx_setup,
+		                                tu_fx_teardown),
 		cmocka_unit_test_setup_teardown(test_sink_fails_at_every_call,
 		                                tu_fx_setup, tu_fx_teardown),
 		cmocka_unit_test_setup_teardown(test_kill_at_every_call,

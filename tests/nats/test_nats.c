@@ -147,6 +147,13 @@ static void test_refuses_short_window(void **state)
 	fsafe_forward_close(fw);
 	fsafe_nats_sink_free(k);
 
+	/* Not a subject. */
+	assert_int_equal(fsafe_nats_sink_new(srv.url, "a b", NULL, 0, &k),
+	                 -EINVAL);
+	assert_int_equal(fsafe_nats_sink_new(srv.url, "a\"", NULL, 0, &k),
+	                 -EINVAL);
+	assert_int_equal(fsafe_nats_sink_new(NULL, "rec", NULL, 0, &k), -EINVAL);
+
 	/* No stream holds the subject. */
 	assert_int_equal(fsafe_nats_sink_new(srv.url, "none", NULL, 0, &k), 0);
 	sink = fsafe_nats_sink_callbacks(k);

@@ -39,7 +39,9 @@ typedef struct fsafe_nats_sink fsafe_nats_sink;
  * and checks the duplicate window of `stream` (may be NULL: the stream
  * that holds `subject`, asked of the server; -ENOENT when none does).
  * `ack_wait_ms` bounds the wait for a batch's acknowledgements (0: 5000).
- * 0, -EINVAL for a missing url or subject, or -ENOMEM.
+ * 0, -EINVAL for a missing url or subject (or one with white space or
+ * quotes), or -ENOMEM. A record longer than the server's max_payload
+ * (1 MiB by default) fails its batch until the forwarder gives up.
  */
 FSAFE_NATS_API int fsafe_nats_sink_new(const char *url, const char *subject,
                                        const char *stream,
