@@ -16,6 +16,8 @@
 #include "util.h"
 
 #define DEFAULT_BATCH 256
+/* A step returns its count as an int. */
+#define MAX_BATCH (1u << 20)
 #define DEFAULT_BATCH_BYTES (1u << 20)
 #define DEFAULT_BACKOFF_MS 50
 #define DEFAULT_BACKOFF_MAX_MS 5000
@@ -60,6 +62,9 @@ static int opts_load(struct fsafe_forward_opts *o,
 	                                  : DEFAULT_MAX_RETRY_MS;
 	o->idle_ms = o->idle_ms ? o->idle_ms : DEFAULT_IDLE_MS;
 	o->progress_ms = o->progress_ms ? o->progress_ms : DEFAULT_PROGRESS_MS;
+	*step = "options (batch above 1048576)";
+	if (o->batch > MAX_BATCH)
+		return -EINVAL;
 	*step = "options (backoff_ms above backoff_max_ms)";
 	if (o->backoff_ms > o->backoff_max_ms)
 		return -EINVAL;

@@ -87,7 +87,7 @@ typedef void (*fsafe_forward_progress_fn)(const struct fsafe_forward_stat *st,
 struct fsafe_forward_opts {
 	size_t size;          /* sizeof(struct fsafe_forward_opts), or 0 */
 	unsigned flags;       /* FSAFE_FORWARD_* */
-	uint32_t batch;       /* records per batch; 0: 256 */
+	uint32_t batch;       /* records per batch; 0: 256; at most 2^20 */
 	uint32_t batch_bytes; /* payload bytes per batch; 0: 1 MiB */
 	uint32_t backoff_ms;  /* first retry's wait bound; 0: 50 */
 	uint32_t backoff_max_ms; /* largest wait bound; 0: 5000 */

@@ -330,6 +330,10 @@ static void test_options(void **state)
 	assert_int_equal(fsafe_forward_open(s, &sink, &o, &fw), -EINVAL);
 	tu_assert_error(&e, -EINVAL, EINVAL, "options (flags)");
 	o.flags = 0;
+	o.batch = (1u << 20) + 1;
+	assert_int_equal(fsafe_forward_open(s, &sink, &o, &fw), -EINVAL);
+	tu_assert_error(&e, -EINVAL, EINVAL, "options (batch above 1048576)");
+	o.batch = 0;
 	o.backoff_ms = 10;
 	o.backoff_max_ms = 5;
 	assert_int_equal(fsafe_forward_open(s, &sink, &o, &fw), -EINVAL);
