@@ -56,6 +56,21 @@ $id-3 three" ]
 	[ "$(echo "$output" | wc -l)" -eq 4 ]
 }
 
+@test "forward shows a status line on a terminal" {
+	command -v script >/dev/null || skip "script (util-linux) is not installed"
+	printf 'a\nb\n' | "$FSAFE" spool sp append
+	run script -qec "'$FSAFE' spool sp forward --nats '$NS_URL' --subject rec --once" /dev/null
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"2 records, "*" records/s, lag 0"* ]]
+	[[ "$output" == *"forwarded 2 records"* ]]
+	# Not on a terminal: the summary only.
+	printf 'c\n' | "$FSAFE" spool sp append
+	run --separate-stderr "$FSAFE" spool sp forward --nats "$NS_URL" \
+		--subject rec --once
+	[ "$status" -eq 0 ]
+	[[ "$stderr" != *"records/s"* ]]
+}
+
 @test "forward refuses a stream whose duplicate window is too short" {
 	printf 'x\n' | "$FSAFE" spool sp append
 	run --separate-stderr "$FSAFE" spool sp forward --nats "$NS_URL" \
