@@ -117,6 +117,7 @@ static void forwarder(int dirfd, const char *url)
 
 static pid_t start_forwarder(int dirfd, const char *url)
 {
+	fflush(stdout); /* the child would print it again */
 	pid_t pid = fork();
 
 	assert_true(pid >= 0);
