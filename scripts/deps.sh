@@ -23,10 +23,11 @@ fsafe_need() {
 FSAFE_BUILD_DEPS=(cmake make gcc pkg-config scdoc liburing-dev libssl-dev)
 # The tests: compilers and frameworks, the filesystems the power-loss and
 # damage tests make (ext4, xfs, btrfs loop images), xattr and ACL tools,
-# and pytest for the Python binding.
+# pytest for the Python binding, and libnats-dev with nats-server for the
+# forwarder's JetStream sink (libfsafe-nats is built only with libnats).
 FSAFE_TEST_DEPS=(clang libclang-rt-14-dev libcmocka-dev bats strace
                  e2fsprogs xfsprogs btrfs-progs util-linux attr acl
-                 python3-pytest)
+                 python3-pytest libnats-dev nats-server)
 
 # The Node binding: node, npm and Node's headers (node_api.h). Each is
 # asked for only when missing, so a Node installed another way (the

@@ -347,6 +347,8 @@ struct fsafe_spool {
 	int problems; /* found by the last walk */
 	int stopped;  /* the damage callback's non-zero return */
 	bool rdonly;  /* FSAFE_SPOOL_RDONLY */
+	char id[FSAFE__SPOOL_ID_LEN + 1];
+	int id_err;   /* why there is no id (fsafe_spool_id) */
 };
 
 struct fsafe_spool_reader {
@@ -1210,6 +1212,17 @@ static int spool_lock(fsafe_spool *s, int dirfd, const char *path,
 	return 0;
 }
 
+/* A damaged or unreadable id never stops the open; only failing to make
+   a missing one does. */
+static int spool_id_load(fsafe_spool *s, const char **step)
+{
+	int r = fsafe__spool_id_load(s->dirfd, !s->rdonly, s->id);
+
+	*step = "id";
+	s->id_err = r;
+	return r == -ENOENT || r == -EBADMSG || not_a_file(r) ? 0 : r;
+}
+
 int fsafe_spool_open(int dirfd, const char *path,
                      const struct fsafe_spool_opts *opts, fsafe_spool **out)
 {
@@ -1233,12 +1246,22 @@ int fsafe_spool_open(int dirfd, const char *path,
 		                  .arg = o.damage_arg };
 		r = walk(&w);
 	}
+	if (r == 0)
+		r = spool_id_load(s, &step);
 	if (r < 0) {
 		fsafe__error_set(o.error, r, -r, step, false);
 		fsafe_spool_close(s);
 		return r;
 	}
 	*out = s;
+	return 0;
+}
+
+int fsafe_spool_id(fsafe_spool *s, char out[33])
+{
+	if (s->id_err < 0)
+		return s->id_err;
+	memcpy(out, s->id, sizeof(s->id));
 	return 0;
 }
 

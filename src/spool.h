@@ -79,4 +79,11 @@ void fsafe__cursor_encode(unsigned char out[FSAFE__CURSOR_LEN],
 const char *fsafe__cursor_decode(const unsigned char *in, size_t len,
                                  uint64_t *cursor);
 
+/* The spool's id (spool_id.c): 32 hex digits. 0 with `out`; -ENOENT
+   when there is none (made first when `create`), -EBADMSG when the file
+   "id" holds something else, or another negative errno. */
+#define FSAFE__SPOOL_ID_LEN 32
+int fsafe__spool_id_load(int dfd, bool create,
+                         char out[FSAFE__SPOOL_ID_LEN + 1]);
+
 #endif

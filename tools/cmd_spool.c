@@ -310,10 +310,18 @@ static const struct cli_verb verbs[] = {
 	{ "stat", do_stat, 0, 0, "print the numbers" },
 };
 
+#ifdef FSAFE_CLI_NATS
+int cmd_spool_forward(int argc, char **argv); /* its own options */
+#endif
+
 int cmd_spool(void *ctx, int argc, char **argv)
 {
 	struct spool_args a = { .sep = '\n' };
 	struct cli_args ops;
+#ifdef FSAFE_CLI_NATS
+	if (argc > 2 && strcmp(argv[2], "forward") == 0)
+		return cmd_spool_forward(argc, argv);
+#endif
 	int r = parse(argc, argv, &a, &ops);
 
 	(void)ctx;

@@ -184,6 +184,17 @@ struct fsafe_spool_stat {
 FSAFE_API int fsafe_spool_stat(fsafe_spool *s, struct fsafe_spool_stat *st);
 
 /*
+ * The spool's id: 128 random bits as 32 lowercase hex digits and a NUL,
+ * made at creation (a spool made before ids gets one at its first open
+ * for writing), kept in the file "id" and never changed; a consumer
+ * names records "<id>-<seq>" to let a receiver drop duplicates. 0;
+ * -ENOENT for a spool without one opened FSAFE_SPOOL_RDONLY; -EBADMSG
+ * (or -ELOOP, -EISDIR, -EBADFD) when "id" is damaged: it is left as it
+ * is, and the spool opens all the same.
+ */
+FSAFE_API int fsafe_spool_id(fsafe_spool *s, char out[33]);
+
+/*
  * Damage (the shape of every store's check and repair, fsafe.h): check
  * reports every problem without changing anything (no lock, no
  * recovery): segment entries that are not this spool's (not a regular
