@@ -83,8 +83,10 @@ static int open_file(struct fsafe__store_lock *l, int dirfd,
 	int r = fd < 0 ? fd : fsafe__fstat(fd, &st);
 
 	fsafe__close(dfd);
-	if (r == 0 && !S_ISREG(st.st_mode))
-		r = -EBADFD; /* a FIFO: O_NONBLOCK opened it */
+	/* A FIFO: O_NONBLOCK opened it. A socket fails the open (ENXIO):
+	   told as what it is, no regular file, like fsafe_lock does. */
+	if ((r == 0 && !S_ISREG(st.st_mode)) || r == -ENXIO)
+		r = -EBADFD;
 	if (r < 0) {
 		fsafe__close(fd);
 		*step = "open the store's lock file";

@@ -48,7 +48,7 @@
  * fails every change with -ENOTDIR until repair quarantines it; anything
  * but a regular file at ".lock/lock" (never followed, never opened in a
  * way that blocks) fails every change with step "open the store's lock
- * file" (-ELOOP, -EISDIR, -ENXIO, -EBADFD) until repair quarantines it;
+ * file" (-ELOOP, -EISDIR, -EBADFD) until repair quarantines it;
  * a missing one is made again by the next change. A removed
  * record is a removed key: the store keeps no index that could report it.
  * A directory at a key's name (no rename can replace it) is moved into
