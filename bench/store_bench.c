@@ -8,6 +8,13 @@
  *      -pthread -luring
  *   store_bench [DIR] [PUTS] [nolist]   (DIR: a scratch directory on
  *                                        the disk under test, default .)
+ *   store_bench paired DIR [ROUNDS] [RUNS]
+ *
+ * Paired mode: a put (replace) and a delete each take turns with the
+ * floor's durable replace of as many bytes as the record file holds,
+ * operation by operation in one process (the order flips every round), so
+ * the disk's drift falls on both alike. Prints each run's ratios (floor
+ * time / store time: 1.0 is the floor's speed) and their medians.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -124,8 +131,125 @@ static void bench_list(const char *dir)
 	fsafe_store_close(s);
 }
 
+/* The floor's durable replace of `len` bytes, timed. */
+static double floor_timed(int dfd, int i, const void *buf, size_t len)
+{
+	static unsigned long seq;
+	char name[32];
+
+	snprintf(name, sizeof(name), "key%d", i % KEYS);
+	double t0 = now();
+	if (floor_write(dfd, name, buf, len, FLOOR_FDATASYNC, seq++) < 0)
+		exit(1);
+	return now() - t0;
+}
+
+static double put_timed(fsafe_store *s, const char *key, const void *buf)
+{
+	double t0 = now();
+	int r = fsafe_store_put(s, key, strlen(key), buf, REC, NULL);
+
+	if (r < 0) {
+		fprintf(stderr, "put: %s\n", fsafe_strerror(r));
+		exit(1);
+	}
+	return now() - t0;
+}
+
+static double del_timed(fsafe_store *s, const char *key)
+{
+	double t0 = now();
+	int r = fsafe_store_delete(s, key, strlen(key));
+
+	if (r < 0) {
+		fprintf(stderr, "delete: %s\n", fsafe_strerror(r));
+		exit(1);
+	}
+	return now() - t0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* One run: `rounds` replaces and `rounds` deletes, each paired with a
+   floor write; the ratios floor / store in put[run], del[run]. */
+static void paired_run(const char *dir, int run, int rounds, double *put,
+                       double *del)
+{
+	static unsigned char buf[REC + 64];
+	char name[32], key[16];
+	double fp = 0, tp = 0, fd = 0, td = 0;
+
+	snprintf(name, sizeof(name), "paired%d", run);
+	fsafe_store *s = open_store(dir, name, 0, 0);
+	snprintf(name, sizeof(name), "%s/floor%d", dir, run);
+	mkdir(name, 0777);
+	int dfd = open(name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		exit(1);
+	for (int i = 0; i < rounds; i++) {
+		/* The record file: header, key ("key" + up to 2 digits),
+		   payload. */
+		int kl = snprintf(key, sizeof(key), "key%d", i % KEYS);
+		size_t len = REC + 36 + (size_t)kl;
+		buf[0] = (unsigned char)i;
+		if (i % 2) {
+			fp += floor_timed(dfd, i, buf, len);
+			tp += put_timed(s, key, buf);
+		} else {
+			tp += put_timed(s, key, buf);
+			fp += floor_timed(dfd, i, buf, len);
+		}
+	}
+	for (int i = 0; i < rounds; i++) {
+		int kl = snprintf(key, sizeof(key), "gone%d", i);
+		size_t len = REC + 36 + (size_t)kl;
+		put_timed(s, key, buf);
+		if (i % 2) {
+			fd += floor_timed(dfd, i, buf, len);
+			td += del_timed(s, key);
+		} else {
+			td += del_timed(s, key);
+			fd += floor_timed(dfd, i, buf, len);
+		}
+	}
+	close(dfd);
+	fsafe_store_close(s);
+	put[run] = fp / tp;
+	del[run] = fd / td;
+	printf("run %d: put %.3f (%.0f vs %.0f us), delete %.3f (%.0f vs "
+	       "%.0f us)\n",
+	       run, put[run], 1e6 * tp / rounds, 1e6 * fp / rounds, del[run],
+	       1e6 * td / rounds, 1e6 * fd / rounds);
+}
+
+static int paired(int argc, char **argv)
+{
+	const char *dir = argc > 2 ? argv[2] : ".";
+	int rounds = argc > 3 ? atoi(argv[3]) : 200;
+	int runs = argc > 4 ? atoi(argv[4]) : 7;
+	double put[64], del[64];
+
+	if (rounds < 1 || runs < 1 || runs > 64)
+		return 2;
+	for (int r = 0; r < runs; r++)
+		paired_run(dir, r, rounds, put, del);
+	qsort(put, (size_t)runs, sizeof(double), cmp_double);
+	qsort(del, (size_t)runs, sizeof(double), cmp_double);
+	printf("median of %d runs of %d: put %.3f, delete %.3f of the "
+	       "durable floor\n",
+	       runs, rounds, put[runs / 2], del[runs / 2]);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc > 1 && strcmp(argv[1], "paired") == 0)
+		return paired(argc, argv);
 	const char *dir = argc > 1 ? argv[1] : ".";
 	int n = argc > 2 ? atoi(argv[2]) : 500;
 

@@ -1,8 +1,9 @@
 /*
  * The keyed state store (include/fsafe/store.h): one record file a key,
- * published only through the writer, changed only under the store's lock,
- * read without it (the writer's rename makes every read see a whole
- * record). Every system call goes through the table (sys.h).
+ * published only through the writer, changed only under the store's lock
+ * (store_lock.h: kernel locks on a file the handle keeps open), read
+ * without it (the writer's rename makes every read see a whole record).
+ * Every system call goes through the table (sys.h).
  */
 #define _GNU_SOURCE
 #include "fsafe/store.h"
@@ -15,15 +16,16 @@
 
 #include "crc32c.h"
 #include "error.h"
-#include "fsafe/lock.h"
 #include "opts.h"
 #include "store_check.h"
+#include "store_lock.h"
 #include "store_record.h"
 #include "sys.h"
 #include "util.h"
 
 /* The lock module's private files (.lock-<uuid>.tmp / .broken), should
-   any appear beside the records. */
+   any appear beside the records (a store locked through fsafe_lock, before
+   store_lock.c, could leave them). */
 #define LOCK_PRIV_PREFIX ".lock-"
 #define KEY_PREFIX "k-"
 #define KEY_PREFIX_LEN 2
@@ -45,6 +47,7 @@ struct fsafe_store {
 	/* The lock is held through this handle: a change from inside an
 	   update callback would wait for itself. */
 	bool locked;
+	struct fsafe__store_lock lock;
 };
 
 /* A failed step of a call on the handle, told through its error door.
@@ -293,44 +296,30 @@ static uint64_t lock_wait_ms(uint64_t timeout_ms)
 	return timeout_ms ? timeout_ms : FSAFE_STORE_LOCK_TIMEOUT_MS;
 }
 
-static int lock_in(int lfd, fsafe_store *s, fsafe_lock **l)
+/* The lock's directory and file are never followed out of the store: a
+   symbolic link or anything else at either name fails every change
+   (-ENOTDIR, -ELOOP, ...) until repair quarantines it. */
+static int store_lock(fsafe_store *s)
 {
-	struct fsafe_lock_opts o = FSAFE_LOCK_OPTS_INIT;
+	const char *step;
+	int r;
 
-	o.flags = s->flags & FSAFE_STORE_LOCK_KERNEL ? FSAFE_LOCK_KERNEL : 0;
-	o.timeout_ms = lock_wait_ms(s->lock_timeout_ms);
-	int r = fsafe_lock_acquire(lfd, FSAFE__STORE_LOCK_FILE, &o, l);
-	fsafe__close(lfd);
-	if (r == -ETIMEDOUT)
-		return fail(s, r, "wait for the store's lock");
+	if (s->locked)
+		return fail(s, -EDEADLK, "store's lock already held by this "
+		                         "handle");
+	r = fsafe__store_lock_take(&s->lock, s->dirfd,
+	                           lock_wait_ms(s->lock_timeout_ms), &step);
 	if (r < 0)
-		return fail(s, r, "take the store's lock");
+		return fail(s, r, step);
 	s->locked = true;
 	return 0;
 }
 
-/* The lock's directory is never followed out of the store: a symbolic
-   link or a file at its name fails every change (-ENOTDIR) until repair
-   quarantines it. */
-static int store_lock(fsafe_store *s, fsafe_lock **l)
+/* Release; the change's result stands (a lock that will not let go is
+   dropped with its file's description, so nothing fails here). */
+static int store_unlock(fsafe_store *s, int r)
 {
-	if (s->locked)
-		return fail(s, -EDEADLK, "store's lock already held by this "
-		                         "handle");
-	/* Made on first use, so that opening writes nothing; it need not
-	   be durable: a lock is never held across a power cut. */
-	int lfd = fsafe__subdir_make(s->dirfd, FSAFE__STORE_LOCK_DIR, 0777,
-	                             false);
-
-	return lfd < 0 ? fail(s, lfd, "open the store's lock directory")
-	               : lock_in(lfd, s, l);
-}
-
-/* Release; the change's result stands whatever the release says (a lost
-   lock cannot undo a published record). */
-static int store_unlock(fsafe_store *s, fsafe_lock *l, int r)
-{
-	fsafe_lock_release(l);
+	fsafe__store_lock_drop(&s->lock);
 	s->locked = false;
 	return r;
 }
@@ -433,20 +422,19 @@ int fsafe_store_put(fsafe_store *s, const void *key, size_t klen,
                     const void *buf, size_t len, uint64_t *version)
 {
 	char name[NAME_CAP];
-	fsafe_lock *l;
 	uint64_t v;
 	int r;
 
 	assert(s);
 	if ((r = key_args(s, key, klen, buf, len, name)) < 0 ||
-	    (r = store_lock(s, &l)) < 0)
+	    (r = store_lock(s)) < 0)
 		return r;
 	if ((r = next_version(s, name, key, klen, &v)) < 0)
-		return store_unlock(s, l, r);
+		return store_unlock(s, r);
 	r = rec_write(s, name, key, klen, v, buf ? buf : "", len);
 	if (r == 0 || r == FSAFE_ENOTDURABLE)
 		set_version(version, v);
-	return store_unlock(s, l, r);
+	return store_unlock(s, r);
 }
 
 /* The current record's version, fully verified; 0 when there is none. */
@@ -466,37 +454,35 @@ int fsafe_store_put_if(fsafe_store *s, const void *key, size_t klen,
                        uint64_t *version)
 {
 	char name[NAME_CAP];
-	fsafe_lock *l;
 	uint64_t cur;
 	int r;
 
 	assert(s);
 	if ((r = key_args(s, key, klen, buf, len, name)) < 0 ||
-	    (r = store_lock(s, &l)) < 0)
+	    (r = store_lock(s)) < 0)
 		return r;
 	r = current_version(s, name, key, klen, &cur);
 	if (r == -EBADMSG || (r == 0 && cur != expected))
-		return store_unlock(s, l, fail(s, FSAFE_ECONFLICT,
+		return store_unlock(s, fail(s, FSAFE_ECONFLICT,
 		                               "compare version"));
 	if (r < 0)
-		return store_unlock(s, l, read_fail(s, r, NULL));
+		return store_unlock(s, read_fail(s, r, NULL));
 	r = rec_write(s, name, key, klen, cur + 1, buf ? buf : "", len);
 	if (r == 0 || r == FSAFE_ENOTDURABLE)
 		set_version(version, cur + 1);
-	return store_unlock(s, l, r);
+	return store_unlock(s, r);
 }
 
 int fsafe_store_delete(fsafe_store *s, const void *key, size_t klen)
 {
 	char name[NAME_CAP];
-	fsafe_lock *l;
 	int r;
 
 	assert(s);
 	if ((r = key_args(s, key, klen, NULL, 0, name)) < 0 ||
-	    (r = store_lock(s, &l)) < 0)
+	    (r = store_lock(s)) < 0)
 		return r;
-	return store_unlock(s, l, rec_unlink(s, name));
+	return store_unlock(s, rec_unlink(s, name));
 }
 
 /* What the callback asked for, carried out: a verdict is never 0, and a
@@ -559,7 +545,6 @@ int fsafe_store_update(fsafe_store *s, const void *key, size_t klen,
                        fsafe_store_update_fn fn, void *arg, uint64_t *version)
 {
 	char name[NAME_CAP];
-	fsafe_lock *l;
 	int r;
 
 	assert(s);
@@ -567,9 +552,9 @@ int fsafe_store_update(fsafe_store *s, const void *key, size_t klen,
 		return r;
 	if (!fn)
 		return fail(s, -EINVAL, "update callback");
-	if ((r = store_lock(s, &l)) < 0)
+	if ((r = store_lock(s)) < 0)
 		return r;
-	return store_unlock(s, l, update_locked(s, name, key, klen, fn, arg,
+	return store_unlock(s, update_locked(s, name, key, klen, fn, arg,
 	                                        version));
 }
 
@@ -689,6 +674,7 @@ int fsafe_store_open(int dirfd, const char *path,
 	s->write_flags = o.write_flags;
 	s->mode = o.mode;
 	s->lock_timeout_ms = o.lock_timeout_ms;
+	fsafe__store_lock_init(&s->lock);
 	/* Best effort: a store on a read-only filesystem still reads. */
 	if (!(o.flags & FSAFE_STORE_NO_SWEEP)) {
 		r = fsafe_sweep(s->dirfd, ".", o.sweep_older_than_ms, 0, NULL,
@@ -709,6 +695,7 @@ void fsafe_store_close(fsafe_store *s)
 {
 	if (!s)
 		return;
+	fsafe__store_lock_close(&s->lock);
 	fsafe__close(s->dirfd);
 	free(s);
 }

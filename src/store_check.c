@@ -11,10 +11,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "fsafe/lock.h"
 #include "fsafe/store.h"
 #include "lockdir.h"
 #include "store_check.h"
+#include "store_lock.h"
 #include "sys.h"
 #include "util.h"
 
@@ -139,30 +139,12 @@ static int check_entries(struct walk *w)
 	return r;
 }
 
-/* The store's lock in the mode its lock file says (a kernel-mode file
-   stays after release; a link-mode one exists only while held). */
-static int take_lock(int dfd, fsafe_lock **l)
-{
-	struct fsafe_lock_opts o = FSAFE_LOCK_OPTS_INIT;
-	struct fsafe_lock_owner owner = { .size = sizeof(owner) };
-	int r, lfd = fsafe__subdir_make(dfd, FSAFE__STORE_LOCK_DIR, 0777, false);
-
-	if (lfd < 0)
-		return lfd;
-	if (fsafe_lock_inspect(lfd, FSAFE__STORE_LOCK_FILE, &owner) == 0 &&
-	    owner.kernel)
-		o.flags |= FSAFE_LOCK_KERNEL;
-	o.timeout_ms = FSAFE_STORE_LOCK_TIMEOUT_MS;
-	r = fsafe_lock_acquire(lfd, FSAFE__STORE_LOCK_FILE, &o, l);
-	fsafe__close(lfd);
-	return r;
-}
-
 static int walk(int dirfd, const char *path, bool repair, fsafe_damage_fn fn,
                 void *arg)
 {
 	struct walk w = { .qfd = -1, .repair = repair, .fn = fn, .arg = arg };
-	fsafe_lock *l = NULL;
+	struct fsafe__store_lock l;
+	const char *step;
 	int r;
 
 	if (!path || !*path)
@@ -172,12 +154,13 @@ static int walk(int dirfd, const char *path, bool repair, fsafe_damage_fn fn,
 	r = check_quarantine(&w);
 	if (r == 0)
 		r = check_lock_dir(&w);
+	fsafe__store_lock_init(&l);
 	if (r == 0 && repair)
-		r = take_lock(w.dfd, &l);
+		r = fsafe__store_lock_take(&l, w.dfd,
+		                           FSAFE_STORE_LOCK_TIMEOUT_MS, &step);
 	if (r == 0)
 		r = check_entries(&w);
-	if (l)
-		fsafe_lock_release(l);
+	fsafe__store_lock_close(&l);
 	if (w.qfd >= 0)
 		fsafe__close(w.qfd);
 	fsafe__close(w.dfd);

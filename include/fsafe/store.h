@@ -5,9 +5,21 @@
  * Each key is one file in the store's directory, published through the
  * atomic writer, so after any crash a key holds its old record or its new
  * one. Every change (put, conditional put, delete, update) is made under
- * the store's lock (fsafe/lock.h: ".lock/lock" in the directory), so
- * versions count up without gaps or repeats and concurrent updaters in
- * different processes never lose an update. Reads take no lock.
+ * the store's lock, so versions count up without gaps or repeats and
+ * concurrent updaters, in threads (a handle each) or processes, never
+ * lose an update. Reads take no lock.
+ *
+ * The lock is a kernel lock (an open-file-description lock and a flock)
+ * on the file ".lock/lock", which a handle opens at its first change and
+ * keeps; the file is never written. A kernel lock dies with its holder's
+ * process (and with the power), so a crashed holder never wedges the
+ * store, and a change costs its record's durable write and a few system
+ * calls that do no I/O. Waiters take turns: a process changing the store
+ * in a loop cannot keep another out. Kernel locks are only as good as the
+ * filesystem's: use the store on a local filesystem. A process using a
+ * library from before this lock (which locked ".lock/lock" through
+ * fsafe/lock.h, in link or kernel mode) is still kept out, and keeps us
+ * out.
  *
  * Keys are byte strings of 1 to FSAFE_STORE_KEY_MAX bytes (any bytes,
  * NUL included). A key's file name is "k-" followed by the key in
@@ -33,7 +45,11 @@
  * key alone, never the store; nothing inside the store is opened in a way
  * that blocks or follows a link out of it: the lock's directory ".lock" is
  * opened without following links, so a symbolic link or a file at its name
- * fails every change with -ENOTDIR until repair quarantines it. A removed
+ * fails every change with -ENOTDIR until repair quarantines it; anything
+ * but a regular file at ".lock/lock" (never followed, never opened in a
+ * way that blocks) fails every change with step "open the store's lock
+ * file" (-ELOOP, -EISDIR, -EBADFD) until repair quarantines it;
+ * a missing one is made again by the next change. A removed
  * record is a removed key: the store keeps no index that could report it.
  * A directory at a key's name (no rename can replace it) is moved into
  * quarantine/ by a put or a delete of that key, which then proceeds; any
@@ -45,14 +61,19 @@
  * (put, put_if, get, get_into, delete, update, list) fills it with the
  * failed step and errno. A record's own steps are the writer's ("write",
  * "fsync", "rename", ...); the store's include "key", "read record",
+ * "open the store's lock directory", "open the store's lock file",
  * "take the store's lock", "wait for the store's lock" (-ETIMEDOUT),
  * "store's lock already held by this handle" (-EDEADLK), "compare
  * version" (FSAFE_ECONFLICT, sys_errno 0) and "update callback". An
  * invalid record's step says what is wrong with it ("bad magic", "not a
  * regular file (directory)", ...).
  *
- * A handle may be used by one thread at a time. Locks belong to processes:
- * do not use a handle in a child after fork() while the parent uses it.
+ * A handle may be used by one thread at a time. A handle used in a child
+ * after fork() opens a lock file of its own at its next change, so parent
+ * and child still exclude each other. A child forked during a change
+ * (from an update callback) shares that change's lock: should the parent
+ * die first, the lock lives on until the child exits or executes a
+ * program.
  */
 #ifndef FSAFE_STORE_H
 #define FSAFE_STORE_H
@@ -81,9 +102,8 @@ enum {
 	FSAFE_STORE_CREATE = 1u << 0,
 	/* Do not sweep abandoned staging files when opening. */
 	FSAFE_STORE_NO_SWEEP = 1u << 1,
-	/* Use a kernel-mode lock (fsafe/lock.h): instant release when a
-	   holder dies, local filesystems only. Every user of one store must
-	   choose the same mode. */
+	/* Accepted and without effect: every store's lock is a kernel lock
+	   now (above). It chose the kernel mode of fsafe/lock.h. */
 	FSAFE_STORE_LOCK_KERNEL = 1u << 2,
 };
 
@@ -141,7 +161,9 @@ FSAFE_API unsigned fsafe_store_swept(const fsafe_store *s);
  * another store or another key: the key inside must match the name),
  * each costing that key alone (lost 1); a stray entry (a name that is no
  * key's); a ".lock" or "quarantine" that is not a directory; and the lock
- * directory's own problems (fsafe_lock_check), reported as ".lock/NAME".
+ * directory's own problems (fsafe_lock_check, to which the store's empty
+ * lock file is a kernel-mode lock file, never a problem), reported as
+ * ".lock/NAME".
  * check changes nothing on disk. repair moves each damaged entry into
  * quarantine/ (never deleting it) with NAME.reason beside it, under the
  * store's lock (waiting up to FSAFE_STORE_LOCK_TIMEOUT_MS for a live

@@ -22,19 +22,9 @@
 static const char *const store_dirs[] = { ".", "store", "store/.lock",
 	                                  NULL };
 /* The store, its keys A, B, C ("k-" + hex), its lock's directory and
-   the lock. */
+   the lock file (no other file: the lock is a kernel lock on it). */
 static const char *const store_known[] = { "store", "k-41", "k-42", "k-43",
 	                                   ".lock", "lock", NULL };
-
-/* The lock module's private names (.lock-<uuid>.tmp / .broken). */
-static bool store_private(const char *name)
-{
-	size_t n = strlen(name);
-
-	return strncmp(name, ".lock-", 6) == 0 &&
-	       ((n > 4 && strcmp(name + n - 4, ".tmp") == 0) ||
-	        (n > 7 && strcmp(name + n - 7, ".broken") == 0));
-}
 
 static fsafe_store *open_store(int root, unsigned flags, unsigned wflags)
 {
@@ -126,23 +116,32 @@ static void run_update(int root, struct pw_progress *p)
 	run_with(root, p, 0, update_a);
 }
 
-/* The sweep, then the next user of the store: its lock must be taken at
-   once (the holder died at the cut), which also clears the lock's
-   private leftovers. */
+static int keep(const void *old, size_t len, const void **nb, size_t *nl,
+                void *arg)
+{
+	(void)old, (void)len, (void)nb, (void)nl, (void)arg;
+	return FSAFE_STORE_KEEP;
+}
+
+/* The sweep, then the next change of the store: its lock must be taken
+   at once (the holder died at the cut, and its kernel lock with it). */
 static const char *store_recover(const struct pw_workload *w, int root,
                                  char *buf, size_t len)
 {
-	struct fsafe_lock_opts o = FSAFE_LOCK_OPTS_INIT;
-	fsafe_lock *l;
+	struct fsafe_store_opts o = FSAFE_STORE_OPTS_INIT;
+	fsafe_store *s;
 	const char *bad = pw_sweep_all(w, root, buf, len);
 
 	if (bad)
 		return bad;
-	o.flags = FSAFE_LOCK_NO_WAIT;
-	int r = fsafe_lock_acquire(root, "store/.lock/lock", &o, &l);
-	if (r == -ENOENT)
-		return NULL; /* the lock's directory never became durable */
-	if (r < 0 || (r = fsafe_lock_release(l)) < 0) {
+	o.flags = FSAFE_STORE_NO_SWEEP;
+	o.lock_timeout_ms = 1;
+	int r = fsafe_store_open(root, "store", &o, &s);
+	if (r == 0) {
+		r = fsafe_store_update(s, "probe", 5, keep, NULL, NULL);
+		fsafe_store_close(s);
+	}
+	if (r < 0) {
 		snprintf(buf, len, "the store's lock after the cut: %s",
 		         fsafe_strerror(r));
 		return buf;
@@ -221,25 +220,25 @@ static const char *check_delete(int root, const struct pw_progress *p,
 
 const struct pw_workload pw_store_workloads[] = {
 	{ .name = "store put (replace)", .dirs = store_dirs,
-	  .known = store_known, .leftover = store_private,
+	  .known = store_known,
 	  .catches = STORE_PUBLISHES, .setup_old = store_old,
 	  .run = run_put, .recover = store_recover, .check = check_put },
 	{ .name = "store put (replace, named stage)", .dirs = store_dirs,
-	  .known = store_known, .leftover = store_private,
+	  .known = store_known,
 	  .catches = STORE_PUBLISHES, .setup_old = store_old,
 	  .run = run_put_named, .recover = store_recover,
 	  .check = check_put },
 	{ .name = "store put (new key)", .dirs = store_dirs,
-	  .known = store_known, .leftover = store_private,
+	  .known = store_known,
 	  .catches = STORE_PUBLISHES, .setup_old = store_old,
 	  .run = run_put_new, .recover = store_recover,
 	  .check = check_put_new },
 	{ .name = "store delete", .dirs = store_dirs, .known = store_known,
-	  .leftover = store_private, .setup_old = store_old,
+ .setup_old = store_old,
 	  .run = run_delete, .recover = store_recover,
 	  .check = check_delete },
 	{ .name = "store update", .dirs = store_dirs, .known = store_known,
-	  .leftover = store_private, .catches = STORE_PUBLISHES,
+ .catches = STORE_PUBLISHES,
 	  .setup_old = store_old, .run = run_update,
 	  .recover = store_recover, .check = check_put },
 };

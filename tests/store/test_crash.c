@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -144,17 +145,20 @@ static enum su_content recover(const struct op *o, const char *dir,
 	su_strays(dir, lock, strays, sizeof(strays));
 	if (strays[0])
 		fail_msg("%s, %s: left behind: %s", o->name, at, strays);
-	/* The lock's directory: the kernel lock's file, else nothing (the
-	   next acquirer cleared what crashed ones left). */
+	/* The lock's directory: the lock file, empty (it is locked, never
+	   written), and nothing else. */
 	char lockdir[4300];
 	const char *kfile[] = { "lock", NULL };
+	struct stat st;
 	snprintf(lockdir, sizeof(lockdir), "%s/.lock", dir);
-	su_strays(lockdir,
-	          o->store_flags & FSAFE_STORE_LOCK_KERNEL ? kfile : NULL,
-	          strays, sizeof(strays));
+	su_strays(lockdir, kfile, strays, sizeof(strays));
 	if (strays[0])
 		fail_msg("%s, %s: left behind in .lock: %s", o->name, at,
 		         strays);
+	snprintf(lockdir, sizeof(lockdir), "%s/.lock/lock", dir);
+	if (lstat(lockdir, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size)
+		fail_msg("%s, %s: the lock file is not an empty file", o->name,
+		         at);
 	fsafe_store_close(s);
 	return a;
 }
@@ -226,7 +230,11 @@ static struct outcome fail_in_child(const struct op *o, fsafe_store *s,
 		                                    .err = err });
 		out.r = run_op(o, s);
 		fault_remove();
-		out.fds_after = fault_open_fds();
+		/* The handle's own descriptors go with it: its directory,
+		   open before, and the lock file it keeps from its first
+		   change on. */
+		fsafe_store_close(s);
+		out.fds_after = fault_open_fds() + 1;
 		_exit(write(p[1], &out, sizeof(out)) == sizeof(out) ? 0 : 1);
 	}
 	close(p[1]);

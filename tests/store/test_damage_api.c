@@ -145,6 +145,8 @@ static void a_lock_dir_that_is_a_link_fails_changes_until_repair(void **state)
 	assert_int_equal(mkdir(out, 0755), 0);
 	fsafe_store *st = su_open(path, FSAFE_STORE_CREATE, 0);
 	su_put(st, "a", "A", 1);
+	snprintf(lk, sizeof(lk), "%s/.lock/lock", path);
+	assert_int_equal(unlink(lk), 0);
 	snprintf(lk, sizeof(lk), "%s/.lock", path);
 	assert_int_equal(rmdir(lk), 0);
 	assert_int_equal(symlink("../out", lk), 0);
@@ -167,6 +169,10 @@ static void repair_waits_for_the_lock(void **state)
 
 	damaged_store(fx, path);
 	int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	/* The lock as a library before store_lock.c took it: a link-mode
+	   fsafe_lock (which first waits out its grace period, 10 s, on the
+	   store's empty lock file, then breaks it as a file at rest). Its
+	   flock keeps repair out; its release removes the file. */
 	assert_int_equal(fsafe_lock_acquire(dfd, ".lock/lock", NULL, &l), 0);
 	/* Another process must wait: run repair in a child, which sees our
 	   live lock, while we release after it has started waiting. */

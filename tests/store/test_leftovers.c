@@ -150,10 +150,17 @@ static void leftovers_wedge_nothing(void **state)
 	const char *plants[] = { "README", "sub", "link", ".lock", "quarantine",
 		                 ".lock-0b1e2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d.tmp",
 		                 NULL };
-	/* The lock's directory holds nothing once the lock is free: the
-	   dead holder's lock and the stale stage are gone. */
-	su_strays(lockdir, NULL, strays, sizeof(strays));
+	/* The lock's directory holds the lock file, which the dead holder's
+	   lock was (a kernel lock died with it; the file is never written),
+	   and the planted stage of a lock taken through fsafe_lock, which
+	   the store's lock never makes (repair removes it). */
+	const char *lockfiles[] = {
+		"lock", ".lock-1b1e2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d.tmp", NULL
+	};
+	su_strays(lockdir, lockfiles, strays, sizeof(strays));
 	assert_string_equal(strays, "");
+	assert_int_equal(lstat(lockp, &st), 0);
+	assert_int_equal(st.st_size, 0);
 	su_strays(dir, plants, strays, sizeof(strays));
 	int stages = tu_count_staging(dir);
 	assert_int_equal(stages, 3);
