@@ -283,18 +283,9 @@ static int wait_turn(struct acq *a)
 {
 	if (a->flags & FSAFE_LOCK_NO_WAIT)
 		return at(a, -EWOULDBLOCK, "held by another owner");
-	uint64_t spent = fsafe__mono_ns() - a->t0;
-	if (a->timeout_ns && spent >= a->timeout_ns)
+	if (fsafe__backoff_sleep(a->t0, a->timeout_ns, &a->backoff_ns,
+	                         BACKOFF_MAX_NS, next_rng(a)) < 0)
 		return at(a, -ETIMEDOUT, "held by another owner");
-	/* Full jitter in the upper half keeps waiters from waking in step. */
-	uint64_t d = a->backoff_ns / 2 + next_rng(a) % (a->backoff_ns / 2 + 1);
-	if (a->timeout_ns && d > a->timeout_ns - spent)
-		d = a->timeout_ns - spent;
-	struct timespec ts = { .tv_sec = (time_t)(d / NS),
-	                       .tv_nsec = (long)(d % NS) };
-	clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, NULL); /* EINTR: re-check */
-	a->backoff_ns = a->backoff_ns * 2 > BACKOFF_MAX_NS ? BACKOFF_MAX_NS
-	                                                   : a->backoff_ns * 2;
 	return 0;
 }
 

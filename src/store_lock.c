@@ -45,7 +45,6 @@
    signal): short, since a change holds the lock for one write. */
 #define BACKOFF_MIN_NS 50000ull  /* 0.05 ms */
 #define BACKOFF_MAX_NS 5000000ull /* 5 ms */
-#define NS 1000000000ull
 /* Files replaced under us in a row before waiting like for a holder. */
 #define REOPENS 8
 
@@ -165,20 +164,9 @@ struct wait {
 /* Sleep a jittered, growing while, or -ETIMEDOUT past the limit. */
 static int wait_turn(struct wait *w)
 {
-	uint64_t spent = fsafe__mono_ns() - w->t0;
-
-	if (w->limit_ns && spent >= w->limit_ns)
-		return -ETIMEDOUT;
 	w->rng = w->rng * 6364136223846793005ull + 1442695040888963407ull;
-	uint64_t d = w->backoff_ns / 2 + (w->rng >> 33) % (w->backoff_ns / 2 + 1);
-	if (w->limit_ns && d > w->limit_ns - spent)
-		d = w->limit_ns - spent;
-	struct timespec ts = { .tv_sec = (time_t)(d / NS),
-		               .tv_nsec = (long)(d % NS) };
-	clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, NULL); /* EINTR: re-check */
-	w->backoff_ns = w->backoff_ns * 2 > BACKOFF_MAX_NS ? BACKOFF_MAX_NS
-	                                                   : w->backoff_ns * 2;
-	return 0;
+	return fsafe__backoff_sleep(w->t0, w->limit_ns, &w->backoff_ns,
+	                            BACKOFF_MAX_NS, w->rng >> 33);
 }
 
 /* The turnstile, then the lock: 0 both, 1 only the turnstile, -EAGAIN

@@ -118,6 +118,23 @@ uint64_t fsafe__mono_ms(void)
 	return fsafe__mono_ns() / 1000000u;
 }
 
+int fsafe__backoff_sleep(uint64_t t0, uint64_t limit_ns, uint64_t *step_ns,
+                         uint64_t max_ns, uint64_t random)
+{
+	uint64_t spent = fsafe__mono_ns() - t0;
+
+	if (limit_ns && spent >= limit_ns)
+		return -ETIMEDOUT;
+	uint64_t d = *step_ns / 2 + random % (*step_ns / 2 + 1);
+	if (limit_ns && d > limit_ns - spent)
+		d = limit_ns - spent;
+	struct timespec ts = { .tv_sec = (time_t)(d / 1000000000u),
+		               .tv_nsec = (long)(d % 1000000000u) };
+	clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, NULL);
+	*step_ns = *step_ns * 2 > max_ns ? max_ns : *step_ns * 2;
+	return 0;
+}
+
 /* Component c of cur: opened, or made first when missing. */
 static int open_or_make(int cur, const char *c, mode_t mode,
                         const char **step)

@@ -35,6 +35,17 @@ uint64_t fsafe__mono_ns(void);
 uint64_t fsafe__mono_ms(void);
 
 /*
+ * One sleep of a waiter that polls (for a lock another process holds):
+ * -ETIMEDOUT, without sleeping, once limit_ns (0: none) has passed since
+ * t0 (fsafe__mono_ns); else 0 after a sleep drawn with `random` from the
+ * upper half of *step_ns, cut at the deadline, and *step_ns doubles up to
+ * max_ns. Full jitter in the upper half keeps waiters from waking in
+ * step. A signal ends the sleep early: the caller re-checks either way.
+ */
+int fsafe__backoff_sleep(uint64_t t0, uint64_t limit_ns, uint64_t *step_ns,
+                         uint64_t max_ns, uint64_t random);
+
+/*
  * Open directory `path` at dirfd, making it and its missing parents first,
  * as mkdir -p does: every store's CREATE, and the writer's FSAFE_MKDIR.
  * The directory gets `mode` and new parents 0777, less the umask, as

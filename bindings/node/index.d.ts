@@ -98,6 +98,8 @@ export interface StoreOptions {
   fsync?: boolean;
   /** Wait for the store's lock; 0: 30 s. */
   lockTimeoutMs?: number;
+  /** No effect: the store's lock is always a kernel lock (keep stores
+   *  on a local filesystem). */
   kernelLock?: boolean;
 }
 

@@ -41,8 +41,9 @@ class Store(Handle, MutableMapping):
     `create` makes a missing directory (and its parents). `sync=False`
     skips syncs (records survive a process crash, not a power cut).
     `lock_timeout` bounds the wait for the store's lock (a timedelta or
-    seconds; default 30 s; None waits without limit). `kernel_lock`
-    picks the kernel-mode lock (every user of the store must agree).
+    seconds; default 30 s; None waits without limit). `kernel_lock` is
+    accepted and has no effect: the store's lock is always a kernel lock
+    (keep stores on a local filesystem).
     `sweep` (default True) removes staging files abandoned more than
     `sweep_older_than` (default one hour) when opening.
     """
