@@ -83,10 +83,9 @@ def inbox(build, root):
         shutil.rmtree(d, ignore_errors=True)
     ratio = {}
     for line in table.splitlines():
-        cells = [c.strip() for c in line.strip("|").split("|")]
-        for procs in (1, 4):
-            if cells[0].startswith("fsafe deliver, %d producer" % procs):
-                ratio[procs] = float(cells[3])
+        if line.startswith("per-round ratios, "):
+            head, vals = line.split(":")
+            ratio[int(head.split(",")[1].split()[0])] = [float(x) for x in vals.split()]
     return table, ratio
 
 
@@ -258,9 +257,8 @@ def module_floors(fl, m, inbox_ratio, sc, py):
     for procs in (1, 4):
         if procs in inbox_ratio:
             fl.ratio("inbox", "deliver, %d producer%s ÷ hand-written floor" % (
-                procs, "s" if procs > 1 else ""), [inbox_ratio[procs]], 1.0,
-                "inbox %dp ÷ floor" % procs,
-                note=" median of per-round ratios")
+                procs, "s" if procs > 1 else ""), inbox_ratio[procs], 1.0,
+                "inbox %dp ÷ floor" % procs, note=", per round")
     for op, n, c in sc:
         if op == "inbox-take-ack":
             fl.count("inbox", "flushes (fsync/fdatasync) per take+ack",
