@@ -343,7 +343,7 @@ def report(res, pairs, info, build):
         p("this build's `libfsafe.so`, against tempfile + write + flush + `os.fsync` +")
         p("`os.replace` + directory fsync; %d new files per arm and round, %d rounds, the"
           % (py["k"], py["rounds"]))
-        p("arms' order alternating.")
+        p("arms taking turns write by write, each timing its own calls.")
         p()
         p("| arm | median writes/s | min–max |")
         p("|---|---:|---:|")

@@ -8,9 +8,10 @@ open + os.fsync + close of the directory), measured in one run.
 
 The binding is imported from the source tree (bindings/python), as its own
 tests do; the library is the one FSAFE_LIBRARY names. Each round writes K
-new files with each arm, one arm after the other in a fresh directory of
-its own, the order alternating round by round; a round's ratio is the
-binding's rate over the recipe's in that round. Prints a Markdown table
+new files with each arm, each arm in a fresh directory of its own, the two
+taking turns write by write (as bench/paired.c does), and times each arm's
+own calls; a round's ratio is the binding's rate over the recipe's in that
+round. Prints a Markdown table
 (or, with --json, the per-round rates).
 """
 import json
@@ -52,18 +53,25 @@ def binding(dirpath, target, data):
 ARMS = {"fsafe binding": binding, "tempfile recipe": recipe}
 
 
-def one_run(root, name, fn, k, bufs):
-    d = tempfile.mkdtemp(prefix=name.split()[0] + "-", dir=root)
-    targets = [os.path.join(d, "t%d" % i) for i in range(k)]
+def one_round(root, r, k, bufs):
+    """Seconds each arm spent in its own k writes; the arms alternate
+    write by write (the first arm alternating too), each in a fresh
+    directory of its own, so the disk's drift falls on both alike."""
+    names = list(ARMS)
+    dirs = {n: tempfile.mkdtemp(prefix="r%d-%s-" % (r, n.split()[0]), dir=root) for n in names}
+    spent = dict.fromkeys(names, 0.0)
     os.sync()
-    t0 = time.perf_counter()
-    for i, target in enumerate(targets):
-        fn(d, target, bufs[i % len(bufs)])
-    t = time.perf_counter() - t0
-    with open(targets[-1], "rb") as f:
-        if f.read() != bufs[(k - 1) % len(bufs)]:
-            raise RuntimeError("%s: wrong content in %s" % (name, targets[-1]))
-    return k / t
+    for i in range(k):
+        for n in (names if (i + r) % 2 == 0 else names[::-1]):
+            target = os.path.join(dirs[n], "t%d" % i)
+            t0 = time.perf_counter()
+            ARMS[n](dirs[n], target, bufs[i % len(bufs)])
+            spent[n] += time.perf_counter() - t0
+    for n in names:
+        with open(os.path.join(dirs[n], "t%d" % (k - 1)), "rb") as f:
+            if f.read() != bufs[(k - 1) % len(bufs)]:
+                raise RuntimeError("%s: wrong content" % n)
+    return spent
 
 
 def main():
@@ -76,10 +84,9 @@ def main():
     pattern = bytes((j * 131 + 1) & 0xFF for j in range(256)) * (SIZE // 256)
     bufs = [i.to_bytes(8, "little") + pattern[8:] for i in range(min(k, 100))]
     rates = {name: [] for name in ARMS}
-    names = list(ARMS)
     for r in range(rounds):
-        for name in (names if r % 2 == 0 else names[::-1]):
-            rates[name].append(one_run(root, name, ARMS[name], k, bufs))
+        for name, t in one_round(root, r, k, bufs).items():
+            rates[name].append(k / t)
     if "--json" in sys.argv:
         print(json.dumps({"k": k, "rounds": rounds, "rates": rates,
                           "library": fsafe.library_version()}))
@@ -88,7 +95,7 @@ def main():
     print("| arm (4 KiB, %d new files per round, %d rounds) | median writes/s | min–max |"
           % (k, rounds))
     print("|---|---:|---:|")
-    for name in names:
+    for name in ARMS:
         v = rates[name]
         print("| %s | %.0f | %.0f–%.0f |" % (name, statistics.median(v), min(v), max(v)))
     print()
