@@ -452,7 +452,11 @@ def report(rates, loads, elapsed, sc, mem, info, pairs):
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     p("- descriptor limit (soft RLIMIT_NOFILE): %d, so a batch's default window "
       "(`max_inflight`) is %d" % (soft, min(1024, max(128, soft // 4))))
-    p("- disk bench dir: `%s` on %s" % (DISK_ROOT, info["disk_fs"]))
+    # Relative to the repository when inside it: the report is committed.
+    shown = DISK_ROOT
+    if os.path.commonpath([DISK_ROOT, ROOT]) == ROOT:
+        shown = os.path.relpath(DISK_ROOT, ROOT)
+    p("- disk bench dir: `%s` on %s" % (shown, info["disk_fs"]))
     if TMPFS_ROOT:
         p("- tmpfs bench dir: `%s` (%s)" % (TMPFS_ROOT, info["tmpfs_how"]))
     p("- source: %s" % info["source"])
