@@ -44,7 +44,7 @@ static double now(void)
 	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-static void die(const char *what, int err)
+_Noreturn static void die(const char *what, int err)
 {
 	fprintf(stderr, "inbox_bench: %s: %s\n", what, strerror(err));
 	exit(1);
@@ -287,6 +287,15 @@ int main(int argc, char **argv)
 		printf("| %s | %.0f | %.0f-%.0f | %s |\n", cname[c],
 		       median(v[c], rounds), lo(v[c], rounds), hi(v[c], rounds),
 		       rat);
+	}
+	/* Each round's ratio, for bench/run's min-max. */
+	printf("\n");
+	for (int p = 0; p < 2; p++) {
+		printf("per-round ratios, %d producer%s:", p ? 4 : 1,
+		       p ? "s" : "");
+		for (int r = 0; r < rounds; r++)
+			printf(" %.3f", ratio[p][r]);
+		printf("\n");
 	}
 	return 0;
 }
