@@ -35,6 +35,7 @@
 
 #include "error.h"
 #include "opts.h"
+#include "random.h"
 #include "staging.h"
 #include "sys.h"
 #include "xattr.h"
@@ -120,7 +121,7 @@ static bool nosync(const fsafe_writer *w)
 static int new_staging_name(fsafe_writer *w)
 {
 	uint8_t rnd[FSAFE__STAGING_RANDOM_BYTES];
-	int r = fsafe__random(rnd, sizeof(rnd));
+	int r = fsafe__csprng(rnd, sizeof(rnd));
 
 	if (r < 0)
 		return r;
