@@ -74,6 +74,9 @@ struct fsafe_writer {
 	bool meta_changed;  /* mode, owner or xattrs set after creation */
 	bool xattrs_pending; /* the target's xattrs are still to be copied */
 	bool conditional;   /* publish only if the target matches token */
+	bool restartable;   /* see fsafe__wopts.restartable */
+	bool unverified;    /* a named stage's link not checked after its lock */
+	bool lost;          /* ...and the publish found it gone */
 	struct fsafe__token token;
 	struct stat stage_st; /* a named stage's, taken when it was locked */
 	char staging[FSAFE_STAGING_NAME_LEN + 1];
@@ -95,6 +98,7 @@ int fsafe__wopts_load(struct fsafe__wopts *o,
 	o->borrow_dirfd = false;
 	o->one_shot = false;
 	o->length = 0;
+	o->restartable = false;
 	o->conditional = in.if_unchanged != NULL;
 	if (o->mode & ~(mode_t)07777)
 		return -EINVAL;
@@ -163,6 +167,17 @@ static int hold_named_stage(fsafe_writer *w)
 	return w->stage_st.st_nlink > 0;
 }
 
+/*
+ * A restartable writer's stage for a new target: nothing needs its stat,
+ * and a sweep that took it before the lock makes the publish fail with
+ * ENOENT (nothing else removes or makes that random name), which is when
+ * the write starts again.
+ */
+static bool skip_stage_check(const fsafe_writer *w)
+{
+	return w->restartable && !(w->t.exists && S_ISREG(w->t.st.st_mode));
+}
+
 static int create_named_stage(fsafe_writer *w, mode_t mode)
 {
 	int excl = FSAFE__BROKEN(FSAFE__BREAK_EXCL) ? 0 : O_EXCL;
@@ -179,6 +194,10 @@ static int create_named_stage(fsafe_writer *w, mode_t mode)
 			break;
 		w->fd = r;
 		w->named = true;
+		if (skip_stage_check(w)) {
+			w->unverified = true;
+			return lock_stage(w, true);
+		}
 		if ((r = hold_named_stage(w)) != 0)
 			return r < 0 ? r : 0;
 		/* A sweep took the name: this inode is nobody's now. */
@@ -346,6 +365,7 @@ static fsafe_writer *writer_new(struct fsafe__target *t,
 	w->error = o->error;
 	w->conditional = o->conditional;
 	w->token = o->token;
+	w->restartable = o->restartable;
 	return w;
 }
 
@@ -572,6 +592,14 @@ static int lock_unchanged(fsafe_writer *w)
 	return fd;
 }
 
+/* A publish that found no stage: an unverified one was swept before its
+   lock (see skip_stage_check). The failure stands as it is, -ENOENT at
+   the rename or link, should the caller run out of attempts. */
+static void stage_swept(fsafe_writer *w, int r)
+{
+	w->lost = r == -ENOENT && w->unverified;
+}
+
 static int publish_replace(fsafe_writer *w)
 {
 	int held = w->conditional ? lock_unchanged(w) : -1;
@@ -583,6 +611,7 @@ static int publish_replace(fsafe_writer *w)
 		fsafe__close(held); /* drops the lock, after the rename */
 	if (r == -EBUSY)
 		return fail(w, r, "rename (target is a mount point)");
+	stage_swept(w, r);
 	return r < 0 ? fail(w, r, "rename") : 0;
 }
 
@@ -595,15 +624,22 @@ int fsafe__writer_publish(fsafe_writer *w)
 		return w->err;
 	if (create_only) {
 		/* A target that appeared since the check: the same refusal. */
-		if ((r = publish_noreplace(w)) < 0)
+		if ((r = publish_noreplace(w)) < 0) {
+			stage_swept(w, r);
 			return fail(w, r,
 			            r == -EEXIST ? FSAFE__STEP_EXISTS : "link");
+		}
 	} else if ((r = publish_replace(w)) < 0) {
 		return r;
 	}
 	w->named = false;
 	w->published = true;
 	return 0;
+}
+
+bool fsafe__writer_stage_lost(const fsafe_writer *w)
+{
+	return w->lost;
 }
 
 int fsafe__writer_sync_dir(fsafe_writer *w)
@@ -690,10 +726,19 @@ int fsafe_write_fileat(int dirfd, const char *path, const void *buf,
 	o.borrow_dirfd = true; /* the writer ends before we return */
 	o.one_shot = true;
 	o.length = len;
-	if ((r = fsafe__writer_open(dirfd, path, &o, &w)) < 0)
-		return r;
-	fsafe_writer_write(w, buf, len);
-	return fsafe_writer_commit(w);
+	o.restartable = true;
+	for (int i = 0;; i++) {
+		if ((r = fsafe__writer_open(dirfd, path, &o, &w)) < 0)
+			return r;
+		fsafe_writer_write(w, buf, len);
+		fsafe__writer_sync_data(w);
+		fsafe__writer_publish(w);
+		if (!fsafe__writer_stage_lost(w) || i + 1 == NAME_ATTEMPTS)
+			break;
+		fsafe_writer_abort(w); /* a sweep took the stage: again */
+	}
+	fsafe__writer_sync_dir(w);
+	return fsafe__writer_finish(w);
 }
 
 int fsafe_write_file(const char *path, const void *buf, size_t len,
