@@ -77,6 +77,7 @@ struct fsafe_writer {
 	bool restartable;   /* see fsafe__wopts.restartable */
 	bool unverified;    /* a named stage's link not checked after its lock */
 	bool lost;          /* ...and the publish found it gone */
+	bool on_heap;       /* freed by writer_free (not a one-shot's own) */
 	struct fsafe__token token;
 	struct stat stage_st; /* a named stage's, taken when it was locked */
 	char staging[FSAFE_STAGING_NAME_LEN + 1];
@@ -342,22 +343,16 @@ static int writer_free(fsafe_writer *w)
 	if (w->fd >= 0)
 		fsafe__close(w->fd);
 	fsafe__target_close(&w->t);
-	free(w);
+	if (w->on_heap)
+		free(w);
 	return err;
 }
 
-/* A writer for target `t` (taken over, also on failure); NULL: -ENOMEM,
-   reported. */
-static fsafe_writer *writer_new(struct fsafe__target *t,
-                                const struct fsafe__wopts *o)
+/* A writer in `w` for target `t` (taken over). */
+static void writer_init(fsafe_writer *w, struct fsafe__target *t,
+                        const struct fsafe__wopts *o)
 {
-	fsafe_writer *w = calloc(1, sizeof(*w));
-
-	if (!w) {
-		fsafe__target_close(t);
-		fsafe__error_set(o->error, -ENOMEM, ENOMEM, "alloc", false);
-		return NULL;
-	}
+	memset(w, 0, sizeof(*w));
 	w->t = *t;
 	t->dirfd = -1;
 	w->fd = -1;
@@ -366,19 +361,29 @@ static fsafe_writer *writer_new(struct fsafe__target *t,
 	w->conditional = o->conditional;
 	w->token = o->token;
 	w->restartable = o->restartable;
+}
+
+/* A writer for target `t` (taken over, also on failure); NULL: -ENOMEM,
+   reported. */
+static fsafe_writer *writer_new(struct fsafe__target *t,
+                                const struct fsafe__wopts *o)
+{
+	fsafe_writer *w = malloc(sizeof(*w));
+
+	if (!w) {
+		fsafe__target_close(t);
+		fsafe__error_set(o->error, -ENOMEM, ENOMEM, "alloc", false);
+		return NULL;
+	}
+	writer_init(w, t, o);
+	w->on_heap = true;
 	return w;
 }
 
-int fsafe__writer_open_target(struct fsafe__target *t,
-                              const struct fsafe__wopts *o,
-                              fsafe_writer **out)
+/* Check the target and stage beside it; on failure the writer is
+   finished (its error reported, itself freed). */
+static int writer_stage(fsafe_writer *w, const struct fsafe__wopts *o)
 {
-	fsafe_writer *w = writer_new(t, o);
-
-	*out = NULL;
-	if (!w)
-		return -ENOMEM;
-
 	bool regular = w->t.exists && S_ISREG(w->t.st.st_mode);
 	w->xattrs_pending = regular && !(w->flags & FSAFE_NO_XATTRS);
 	mode_t mode = regular ? w->t.st.st_mode & 07777 : o->mode;
@@ -386,6 +391,21 @@ int fsafe__writer_open_target(struct fsafe__target *t,
 	    (regular && inherit_metadata(w, &w->t.st) < 0) ||
 	    (o->one_shot && allocate(w, o->length) < 0))
 		return fsafe__writer_finish(w);
+	return 0;
+}
+
+int fsafe__writer_open_target(struct fsafe__target *t,
+                              const struct fsafe__wopts *o,
+                              fsafe_writer **out)
+{
+	fsafe_writer *w = writer_new(t, o);
+	int r;
+
+	*out = NULL;
+	if (!w)
+		return -ENOMEM;
+	if ((r = writer_stage(w, o)) < 0)
+		return r;
 	*out = w;
 	return 0;
 }
@@ -421,23 +441,32 @@ int fsafe__writer_open_link(struct fsafe__target *t,
 	return 0;
 }
 
-int fsafe__writer_open(int dirfd, const char *path,
-                       const struct fsafe__wopts *o, fsafe_writer **out)
+/* Resolve `path` as the options say; a failure is reported. */
+static int resolve(int dirfd, const char *path, const struct fsafe__wopts *o,
+                   struct fsafe__target *t)
 {
-	struct fsafe__target t;
 	const char *step = "resolve";
 	unsigned f = o->flags;
 	unsigned how = (f & FSAFE_MKDIR ? FSAFE__TARGET_MKDIR : 0) |
 	               (f & FSAFE_NO_SYNC ? FSAFE__TARGET_NOSYNC : 0) |
 	               (f & FSAFE_NO_FOLLOW ? 0 : FSAFE__TARGET_FOLLOW) |
 	               (o->borrow_dirfd ? FSAFE__TARGET_BORROW : 0);
-	int r = fsafe__target_resolve(dirfd, path, how, &t, &step);
+	int r = fsafe__target_resolve(dirfd, path, how, t, &step);
+
+	if (r < 0)
+		fsafe__error_set(o->error, r, -r, step, false);
+	return r;
+}
+
+int fsafe__writer_open(int dirfd, const char *path,
+                       const struct fsafe__wopts *o, fsafe_writer **out)
+{
+	struct fsafe__target t;
+	int r = resolve(dirfd, path, o, &t);
 
 	*out = NULL;
-	if (r < 0) {
-		fsafe__error_set(o->error, r, -r, step, false);
+	if (r < 0)
 		return r;
-	}
 	return fsafe__writer_open_target(&t, o, out);
 }
 
@@ -718,7 +747,8 @@ int fsafe_write_fileat(int dirfd, const char *path, const void *buf,
                        size_t len, const struct fsafe_write_opts *opts)
 {
 	struct fsafe__wopts o;
-	fsafe_writer *w;
+	struct fsafe__target t;
+	fsafe_writer w; /* it ends inside this call: on the stack */
 	int r = fsafe__wopts_load_reporting(&o, opts);
 
 	if (r < 0)
@@ -728,17 +758,20 @@ int fsafe_write_fileat(int dirfd, const char *path, const void *buf,
 	o.length = len;
 	o.restartable = true;
 	for (int i = 0;; i++) {
-		if ((r = fsafe__writer_open(dirfd, path, &o, &w)) < 0)
+		if ((r = resolve(dirfd, path, &o, &t)) < 0)
 			return r;
-		fsafe_writer_write(w, buf, len);
-		fsafe__writer_sync_data(w);
-		fsafe__writer_publish(w);
-		if (!fsafe__writer_stage_lost(w) || i + 1 == NAME_ATTEMPTS)
+		writer_init(&w, &t, &o);
+		if ((r = writer_stage(&w, &o)) < 0)
+			return r;
+		fsafe_writer_write(&w, buf, len);
+		fsafe__writer_sync_data(&w);
+		fsafe__writer_publish(&w);
+		if (!fsafe__writer_stage_lost(&w) || i + 1 == NAME_ATTEMPTS)
 			break;
-		fsafe_writer_abort(w); /* a sweep took the stage: again */
+		writer_free(&w); /* a sweep took the stage: again */
 	}
-	fsafe__writer_sync_dir(w);
-	return fsafe__writer_finish(w);
+	fsafe__writer_sync_dir(&w);
+	return fsafe__writer_finish(&w);
 }
 
 int fsafe_write_file(const char *path, const void *buf, size_t len,
