@@ -81,9 +81,12 @@ static int write_one(const struct count_case *c, struct tu_fx *f,
 }
 
 /* The calls of one write of case c, after a warm-up write; *names gets
-   them, space-separated. */
+   them, space-separated, and *old_kernel whether the target's attributes
+   were listed through an fd of its own (no listxattrat: Linux before
+   6.13, or valgrind): the listxattrat that fails, then openat,
+   flistxattr and close instead. */
 static int count(const struct count_case *c, struct tu_fx *f, const char *buf,
-                 char *names, size_t size)
+                 char *names, size_t size, bool *old_kernel)
 {
 	char target[64];
 
@@ -94,6 +97,7 @@ static int count(const struct count_case *c, struct tu_fx *f, const char *buf,
 	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
 	int r = write_one(c, f, target, buf);
 	int n = fault_calls();
+	*old_kernel = fault_calls_named("flistxattr") > 0;
 	names[0] = '\0';
 	for (int i = 1; i <= n; i++) {
 		size_t used = strlen(names);
@@ -115,10 +119,13 @@ static void calls_per_write(void **state)
 	assert_non_null(buf);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		const struct count_case *c = &cases[i];
-		int n = count(c, f, buf, names, sizeof(names));
-		print_message("%-22s %2d calls (at most %d): %s\n", c->name, n,
-		              c->max, names);
-		over += n > c->max;
+		bool old_kernel;
+		int n = count(c, f, buf, names, sizeof(names), &old_kernel);
+		int max = c->max + (old_kernel ? 3 : 0);
+		print_message("%-22s %2d calls (at most %d%s): %s\n", c->name,
+		              n, max, old_kernel ? ", no listxattrat" : "",
+		              names);
+		over += n > max;
 	}
 	free(buf);
 	if (over)
