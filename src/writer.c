@@ -35,6 +35,7 @@
 
 #include "error.h"
 #include "opts.h"
+#include "random.h"
 #include "staging.h"
 #include "sys.h"
 #include "xattr.h"
@@ -73,6 +74,10 @@ struct fsafe_writer {
 	bool meta_changed;  /* mode, owner or xattrs set after creation */
 	bool xattrs_pending; /* the target's xattrs are still to be copied */
 	bool conditional;   /* publish only if the target matches token */
+	bool restartable;   /* see fsafe__wopts.restartable */
+	bool unverified;    /* a named stage's link not checked after its lock */
+	bool lost;          /* ...and the publish found it gone */
+	bool on_heap;       /* freed by writer_free (not a one-shot's own) */
 	struct fsafe__token token;
 	struct stat stage_st; /* a named stage's, taken when it was locked */
 	char staging[FSAFE_STAGING_NAME_LEN + 1];
@@ -94,6 +99,7 @@ int fsafe__wopts_load(struct fsafe__wopts *o,
 	o->borrow_dirfd = false;
 	o->one_shot = false;
 	o->length = 0;
+	o->restartable = false;
 	o->conditional = in.if_unchanged != NULL;
 	if (o->mode & ~(mode_t)07777)
 		return -EINVAL;
@@ -120,7 +126,7 @@ static bool nosync(const fsafe_writer *w)
 static int new_staging_name(fsafe_writer *w)
 {
 	uint8_t rnd[FSAFE__STAGING_RANDOM_BYTES];
-	int r = fsafe__random(rnd, sizeof(rnd));
+	int r = fsafe__csprng(rnd, sizeof(rnd));
 
 	if (r < 0)
 		return r;
@@ -162,6 +168,17 @@ static int hold_named_stage(fsafe_writer *w)
 	return w->stage_st.st_nlink > 0;
 }
 
+/*
+ * A restartable writer's stage for a new target: nothing needs its stat,
+ * and a sweep that took it before the lock makes the publish fail with
+ * ENOENT (nothing else removes or makes that random name), which is when
+ * the write starts again.
+ */
+static bool skip_stage_check(const fsafe_writer *w)
+{
+	return w->restartable && !(w->t.exists && S_ISREG(w->t.st.st_mode));
+}
+
 static int create_named_stage(fsafe_writer *w, mode_t mode)
 {
 	int excl = FSAFE__BROKEN(FSAFE__BREAK_EXCL) ? 0 : O_EXCL;
@@ -178,6 +195,10 @@ static int create_named_stage(fsafe_writer *w, mode_t mode)
 			break;
 		w->fd = r;
 		w->named = true;
+		if (skip_stage_check(w)) {
+			w->unverified = true;
+			return lock_stage(w, true);
+		}
 		if ((r = hold_named_stage(w)) != 0)
 			return r < 0 ? r : 0;
 		/* A sweep took the name: this inode is nobody's now. */
@@ -322,22 +343,16 @@ static int writer_free(fsafe_writer *w)
 	if (w->fd >= 0)
 		fsafe__close(w->fd);
 	fsafe__target_close(&w->t);
-	free(w);
+	if (w->on_heap)
+		free(w);
 	return err;
 }
 
-/* A writer for target `t` (taken over, also on failure); NULL: -ENOMEM,
-   reported. */
-static fsafe_writer *writer_new(struct fsafe__target *t,
-                                const struct fsafe__wopts *o)
+/* A writer in `w` for target `t` (taken over). */
+static void writer_init(fsafe_writer *w, struct fsafe__target *t,
+                        const struct fsafe__wopts *o)
 {
-	fsafe_writer *w = calloc(1, sizeof(*w));
-
-	if (!w) {
-		fsafe__target_close(t);
-		fsafe__error_set(o->error, -ENOMEM, ENOMEM, "alloc", false);
-		return NULL;
-	}
+	memset(w, 0, sizeof(*w));
 	w->t = *t;
 	t->dirfd = -1;
 	w->fd = -1;
@@ -345,19 +360,30 @@ static fsafe_writer *writer_new(struct fsafe__target *t,
 	w->error = o->error;
 	w->conditional = o->conditional;
 	w->token = o->token;
+	w->restartable = o->restartable;
+}
+
+/* A writer for target `t` (taken over, also on failure); NULL: -ENOMEM,
+   reported. */
+static fsafe_writer *writer_new(struct fsafe__target *t,
+                                const struct fsafe__wopts *o)
+{
+	fsafe_writer *w = malloc(sizeof(*w));
+
+	if (!w) {
+		fsafe__target_close(t);
+		fsafe__error_set(o->error, -ENOMEM, ENOMEM, "alloc", false);
+		return NULL;
+	}
+	writer_init(w, t, o);
+	w->on_heap = true;
 	return w;
 }
 
-int fsafe__writer_open_target(struct fsafe__target *t,
-                              const struct fsafe__wopts *o,
-                              fsafe_writer **out)
+/* Check the target and stage beside it; on failure the writer is
+   finished (its error reported, itself freed). */
+static int writer_stage(fsafe_writer *w, const struct fsafe__wopts *o)
 {
-	fsafe_writer *w = writer_new(t, o);
-
-	*out = NULL;
-	if (!w)
-		return -ENOMEM;
-
 	bool regular = w->t.exists && S_ISREG(w->t.st.st_mode);
 	w->xattrs_pending = regular && !(w->flags & FSAFE_NO_XATTRS);
 	mode_t mode = regular ? w->t.st.st_mode & 07777 : o->mode;
@@ -365,6 +391,21 @@ int fsafe__writer_open_target(struct fsafe__target *t,
 	    (regular && inherit_metadata(w, &w->t.st) < 0) ||
 	    (o->one_shot && allocate(w, o->length) < 0))
 		return fsafe__writer_finish(w);
+	return 0;
+}
+
+int fsafe__writer_open_target(struct fsafe__target *t,
+                              const struct fsafe__wopts *o,
+                              fsafe_writer **out)
+{
+	fsafe_writer *w = writer_new(t, o);
+	int r;
+
+	*out = NULL;
+	if (!w)
+		return -ENOMEM;
+	if ((r = writer_stage(w, o)) < 0)
+		return r;
 	*out = w;
 	return 0;
 }
@@ -400,23 +441,32 @@ int fsafe__writer_open_link(struct fsafe__target *t,
 	return 0;
 }
 
-int fsafe__writer_open(int dirfd, const char *path,
-                       const struct fsafe__wopts *o, fsafe_writer **out)
+/* Resolve `path` as the options say; a failure is reported. */
+static int resolve(int dirfd, const char *path, const struct fsafe__wopts *o,
+                   struct fsafe__target *t)
 {
-	struct fsafe__target t;
 	const char *step = "resolve";
 	unsigned f = o->flags;
 	unsigned how = (f & FSAFE_MKDIR ? FSAFE__TARGET_MKDIR : 0) |
 	               (f & FSAFE_NO_SYNC ? FSAFE__TARGET_NOSYNC : 0) |
 	               (f & FSAFE_NO_FOLLOW ? 0 : FSAFE__TARGET_FOLLOW) |
 	               (o->borrow_dirfd ? FSAFE__TARGET_BORROW : 0);
-	int r = fsafe__target_resolve(dirfd, path, how, &t, &step);
+	int r = fsafe__target_resolve(dirfd, path, how, t, &step);
+
+	if (r < 0)
+		fsafe__error_set(o->error, r, -r, step, false);
+	return r;
+}
+
+int fsafe__writer_open(int dirfd, const char *path,
+                       const struct fsafe__wopts *o, fsafe_writer **out)
+{
+	struct fsafe__target t;
+	int r = resolve(dirfd, path, o, &t);
 
 	*out = NULL;
-	if (r < 0) {
-		fsafe__error_set(o->error, r, -r, step, false);
+	if (r < 0)
 		return r;
-	}
 	return fsafe__writer_open_target(&t, o, out);
 }
 
@@ -571,6 +621,14 @@ static int lock_unchanged(fsafe_writer *w)
 	return fd;
 }
 
+/* A publish that found no stage: an unverified one was swept before its
+   lock (see skip_stage_check). The failure stands as it is, -ENOENT at
+   the rename or link, should the caller run out of attempts. */
+static void stage_swept(fsafe_writer *w, int r)
+{
+	w->lost = r == -ENOENT && w->unverified;
+}
+
 static int publish_replace(fsafe_writer *w)
 {
 	int held = w->conditional ? lock_unchanged(w) : -1;
@@ -582,6 +640,7 @@ static int publish_replace(fsafe_writer *w)
 		fsafe__close(held); /* drops the lock, after the rename */
 	if (r == -EBUSY)
 		return fail(w, r, "rename (target is a mount point)");
+	stage_swept(w, r);
 	return r < 0 ? fail(w, r, "rename") : 0;
 }
 
@@ -594,15 +653,22 @@ int fsafe__writer_publish(fsafe_writer *w)
 		return w->err;
 	if (create_only) {
 		/* A target that appeared since the check: the same refusal. */
-		if ((r = publish_noreplace(w)) < 0)
+		if ((r = publish_noreplace(w)) < 0) {
+			stage_swept(w, r);
 			return fail(w, r,
 			            r == -EEXIST ? FSAFE__STEP_EXISTS : "link");
+		}
 	} else if ((r = publish_replace(w)) < 0) {
 		return r;
 	}
 	w->named = false;
 	w->published = true;
 	return 0;
+}
+
+bool fsafe__writer_stage_lost(const fsafe_writer *w)
+{
+	return w->lost;
 }
 
 int fsafe__writer_sync_dir(fsafe_writer *w)
@@ -681,7 +747,8 @@ int fsafe_write_fileat(int dirfd, const char *path, const void *buf,
                        size_t len, const struct fsafe_write_opts *opts)
 {
 	struct fsafe__wopts o;
-	fsafe_writer *w;
+	struct fsafe__target t;
+	fsafe_writer w; /* it ends inside this call: on the stack */
 	int r = fsafe__wopts_load_reporting(&o, opts);
 
 	if (r < 0)
@@ -689,10 +756,22 @@ int fsafe_write_fileat(int dirfd, const char *path, const void *buf,
 	o.borrow_dirfd = true; /* the writer ends before we return */
 	o.one_shot = true;
 	o.length = len;
-	if ((r = fsafe__writer_open(dirfd, path, &o, &w)) < 0)
-		return r;
-	fsafe_writer_write(w, buf, len);
-	return fsafe_writer_commit(w);
+	o.restartable = true;
+	for (int i = 0;; i++) {
+		if ((r = resolve(dirfd, path, &o, &t)) < 0)
+			return r;
+		writer_init(&w, &t, &o);
+		if ((r = writer_stage(&w, &o)) < 0)
+			return r;
+		fsafe_writer_write(&w, buf, len);
+		fsafe__writer_sync_data(&w);
+		fsafe__writer_publish(&w);
+		if (!fsafe__writer_stage_lost(&w) || i + 1 == NAME_ATTEMPTS)
+			break;
+		writer_free(&w); /* a sweep took the stage: again */
+	}
+	fsafe__writer_sync_dir(&w);
+	return fsafe__writer_finish(&w);
 }
 
 int fsafe_write_file(const char *path, const void *buf, size_t len,

@@ -30,6 +30,12 @@ struct fsafe__wopts {
 	   is named from the start and its space allocated up front. */
 	bool one_shot;
 	size_t length;
+	/* The caller can write the whole content again: a named stage is
+	   not checked for a link after its lock (a new target's stage needs
+	   no stat at all); a stage a sweep took before the lock shows at the
+	   publish instead (fsafe__writer_stage_lost), and the caller starts
+	   again. */
+	bool restartable;
 	/* Publish only if the target still matches `token`. */
 	bool conditional;
 	struct fsafe__token token;
@@ -68,6 +74,9 @@ int fsafe__writer_open_link(struct fsafe__target *t,
 int fsafe__writer_link(fsafe_writer *w);
 int fsafe__writer_sync_data(fsafe_writer *w);
 int fsafe__writer_publish(fsafe_writer *w);
+/* The publish failed because a sweep removed the stage before it was
+   locked (a restartable writer only): start the write again. */
+bool fsafe__writer_stage_lost(const fsafe_writer *w);
 int fsafe__writer_sync_dir(fsafe_writer *w);
 /* Report the outcome through the error detail and free the writer. */
 int fsafe__writer_finish(fsafe_writer *w);

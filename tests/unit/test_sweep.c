@@ -348,6 +348,44 @@ static void a_swept_link_stage_makes_the_replace_start_again(void **state)
 	assert_int_equal(tu_count_staging(f->dir), 0);
 }
 
+/*
+ * A one-shot write of a new file locks its named stage without a stat
+ * after the lock: a sweep of age 0 that takes the stage just before the
+ * lock shows at the rename (ENOENT), and the write starts again under a
+ * fresh name. It succeeds, with the content, and leaves nothing behind.
+ */
+static void sweep_at(int call, const char *name)
+{
+	(void)call;
+	if (!strcmp(name, "fcntl") && race_swept < 0)
+		race_swept = fsafe_sweep(race_dirfd, ".", 0, 0, NULL, NULL);
+}
+
+static void a_swept_new_stage_makes_the_write_start_again(void **state)
+{
+	struct fx *f = *state;
+
+	race_dirfd = f->dirfd;
+	race_swept = -1;
+	/* The hook runs before one call: find the lock's number first. */
+	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
+	assert_int_equal(fsafe_write_fileat(f->dirfd, "probe", "p", 1, NULL), 0);
+	int lock_at = fault_first_call_named("fcntl");
+	fault_remove();
+	assert_true(lock_at > 0);
+
+	fault_install(&(struct fault_plan){ .kind = FAULT_HOOK, .at = lock_at,
+	                                    .hook = sweep_at });
+	int r = fsafe_write_fileat(f->dirfd, "new", "content", 7, NULL);
+	int renames = fault_calls_named("renameat");
+	fault_remove();
+	assert_int_equal(race_swept, 1); /* the sweep took the stage */
+	assert_int_equal(r, 0);
+	assert_int_equal(renames, 2);    /* ENOENT, then the new stage's */
+	assert_true(tu_equals(f->dir, "new", "content", 7));
+	assert_int_equal(tu_count_staging(f->dir), 0);
+}
+
 /* A stage taken at every rename: the replace gives up after a bounded
    number of attempts, reports the lost rename, and leaves nothing. */
 static int taken_dirfd;
@@ -549,6 +587,7 @@ int main(void)
 		T(keeps_a_link_swapped_after_it_was_judged),
 		T(a_swept_link_stage_makes_the_replace_start_again),
 		T(a_link_stage_taken_every_time_is_reported),
+		T(a_swept_new_stage_makes_the_write_start_again),
 		T(never_takes_a_live_writers_stage),
 		T(dry_run_removes_nothing),
 		T(works_relative_to_the_dir_fd),

@@ -1,0 +1,144 @@
+/*
+ * The system calls of one durable write, counted through the library's
+ * table (every call it makes goes through it): a regression guard for the
+ * single-write budget of issue 19. At most 10 per write through the path
+ * API (fsafe_write_file, which opens and closes the target's directory)
+ * and 8 through the dirfd API (fsafe_write_fileat), the OFD lock on the
+ * stage included; 4 KiB and 1 MiB, a new file and a replace. The cases
+ * still above it are pinned at their present count, with the reason.
+ *
+ * Each case is measured after a warm-up write in the same thread, as a
+ * program that writes more than once sees it (the staging names'
+ * generator is seeded once per thread). The calls made are printed, so a
+ * failure says which one came back.
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "fault.h"
+#include "fsafe.h"
+#include "random.h"
+#include "testutil.h"
+
+enum { PATH_API_MAX = 10, DIRFD_API_MAX = 8 };
+
+/*
+ * `max` is the budget, or where a case is still above it, the count it
+ * has now (so it cannot grow unseen) and why:
+ *   ALLOC  a one-shot write of 64 KiB or more reserves its space first
+ *          (fallocate: a full disk fails before any data is copied, one
+ *          extent);
+ *   META   a replace reads its stage's owner and mode (fstat), to carry
+ *          the target's over: what creation gave depends on the umask and
+ *          the credentials, which only the kernel knows;
+ *   XATTR  a replace lists the target's extended attributes and ACLs
+ *          (listxattrat).
+ */
+enum { ALLOC = 1, META = 1, XATTR = 1 };
+
+struct count_case {
+	const char *name;
+	bool path_api;
+	bool replace;
+	size_t len;
+	int max;
+};
+
+static const struct count_case cases[] = {
+	{ "path, new, 4 KiB", true, false, 4096, PATH_API_MAX },
+	{ "path, new, 1 MiB", true, false, 1 << 20, PATH_API_MAX + ALLOC },
+	{ "path, replace, 4 KiB", true, true, 4096,
+	  PATH_API_MAX + META + XATTR },
+	{ "path, replace, 1 MiB", true, true, 1 << 20,
+	  PATH_API_MAX + ALLOC + META + XATTR },
+	{ "dirfd, new, 4 KiB", false, false, 4096, DIRFD_API_MAX },
+	{ "dirfd, new, 1 MiB", false, false, 1 << 20, DIRFD_API_MAX + ALLOC },
+	{ "dirfd, replace, 4 KiB", false, true, 4096,
+	  DIRFD_API_MAX + META + XATTR },
+	{ "dirfd, replace, 1 MiB", false, true, 1 << 20,
+	  DIRFD_API_MAX + ALLOC + META + XATTR },
+};
+
+static int write_one(const struct count_case *c, struct tu_fx *f,
+                     const char *name, const void *buf)
+{
+	char path[4096];
+
+	if (!c->path_api)
+		return fsafe_write_fileat(f->dirfd, name, buf, c->len, NULL);
+	snprintf(path, sizeof(path), "%s/%s", f->dir, name);
+	return fsafe_write_file(path, buf, c->len, NULL);
+}
+
+/* The calls of one write of case c, after a warm-up write; *names gets
+   them, space-separated, and *old_kernel whether the target's attributes
+   were listed through an fd of its own (no listxattrat: Linux before
+   6.13, or valgrind): the listxattrat that fails, then openat,
+   flistxattr and close instead. */
+static int count(const struct count_case *c, struct tu_fx *f, const char *buf,
+                 char *names, size_t size, bool *old_kernel)
+{
+	char target[64];
+
+	snprintf(target, sizeof(target), "target-%d", (int)(c - cases));
+	assert_int_equal(write_one(c, f, "warm-up", buf), 0);
+	if (c->replace)
+		assert_int_equal(write_one(c, f, target, buf), 0);
+	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
+	int r = write_one(c, f, target, buf);
+	int n = fault_calls();
+	*old_kernel = fault_calls_named("flistxattr") > 0;
+	names[0] = '\0';
+	for (int i = 1; i <= n; i++) {
+		size_t used = strlen(names);
+		snprintf(names + used, size - used, "%s%s", i > 1 ? " " : "",
+		         fault_call_name(i));
+	}
+	fault_remove();
+	assert_int_equal(r, 0);
+	return n;
+}
+
+static void calls_per_write(void **state)
+{
+	struct tu_fx *f = *state;
+	char *buf = calloc(1, 1 << 20);
+	char names[512];
+	int over = 0;
+
+	assert_non_null(buf);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const struct count_case *c = &cases[i];
+		bool old_kernel;
+		int n = count(c, f, buf, names, sizeof(names), &old_kernel);
+		int max = c->max + (old_kernel ? 3 : 0);
+		print_message("%-22s %2d calls (at most %d%s): %s\n", c->name,
+		              n, max, old_kernel ? ", no listxattrat" : "",
+		              names);
+		over += n > max;
+	}
+	free(buf);
+	if (over)
+		fail_msg("%d case(s) above the budget of system calls", over);
+}
+
+int main(void)
+{
+	/* Staging names as a production build draws them. */
+	fsafe__test_random_from_table = 0;
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(calls_per_write, tu_fx_setup,
+		                                tu_fx_teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
