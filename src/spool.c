@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <time.h>
 
 #include "crc32c.h"
 #include "error.h"
@@ -1198,6 +1199,25 @@ static void excl_drop(fsafe_spool *s)
 	pthread_cond_broadcast(&s->cv);
 }
 
+/*
+ * A walk that changes nothing (check, a read-only open) takes the lock
+ * shared, so that an append in progress is not reported as a torn tail.
+ * It waits 2 s at most for one (an older library held the lock for a
+ * process's life), then walks without it: reporting never hangs.
+ */
+static bool share_take(fsafe_spool *s)
+{
+	for (int i = 0; i < 200; i++) {
+		int r = fsafe__flock(s->dirfd, LOCK_SH | LOCK_NB);
+		if (r == 0)
+			return true;
+		if (r != -EWOULDBLOCK)
+			return false;
+		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+	}
+	return false;
+}
+
 /* The head: 1 with *h, 0 when missing or invalid, or -errno. A reader
    (no lock) may meet an update half done: it reads again. */
 static int head_read(const fsafe_spool *s, struct fsafe__head *h)
@@ -1470,6 +1490,7 @@ static int spool_recover(fsafe_spool *s, int dirfd, const char *path,
 	if ((s->dirfd = fsafe__open_dir(dirfd, path)) < 0)
 		return s->dirfd;
 	*step = "lock";
+	bool shared = s->rdonly && share_take(s);
 	if (!s->rdonly && (r = excl_take(s)) < 0)
 		return r;
 	*step = "recover";
@@ -1477,6 +1498,8 @@ static int spool_recover(fsafe_spool *s, int dirfd, const char *path,
 		r = head_bump(s);
 	if (!s->rdonly)
 		excl_drop(s);
+	if (shared)
+		fsafe__flock(s->dirfd, LOCK_UN);
 	return r;
 }
 
@@ -2078,8 +2101,10 @@ int fsafe_spool_check(int dirfd, const char *path, fsafe_damage_fn fn,
 		return -ENOMEM;
 	struct walk w = { .s = s, .fix = false, .fn = fn, .arg = arg };
 	int r = (s->dirfd = fsafe__open_dir(dirfd, path));
-	if (r >= 0)
+	if (r >= 0) {
+		share_take(s); /* close drops it */
 		r = walk(&w);
+	}
 	if (r >= 0)
 		r = s->stopped ? s->stopped : s->problems;
 	fsafe_spool_close(s);
