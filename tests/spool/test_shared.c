@@ -29,6 +29,8 @@
 
 #include <cmocka.h>
 
+#include "fault.h"
+#include "spool.h"
 #include "spoolutil.h"
 #include "testutil.h"
 
@@ -323,6 +325,114 @@ static void test_shared_kills(void **state)
 	       sh->acked);
 }
 
+/* ---- an appender killed at every call, a live one beside it ---------- */
+
+/* Record k's bytes, at most 99 of them. */
+static size_t small(uint64_t k, unsigned char *buf)
+{
+	return su_record(k, buf) % 100;
+}
+
+/* Records 3-5 in one batch through a handle of its own (segments of 200
+   bytes: the batch rolls over). */
+static void dying_appender(const struct su_fx *f)
+{
+	struct fsafe_spool_opts o = FSAFE_SPOOL_OPTS_INIT;
+	unsigned char b[3][300];
+	struct iovec v[3];
+	fsafe_spool *s;
+
+	o.segment_size = 200;
+	o.max_record = 100;
+	if (fsafe_spool_open(f->fd, "sp", &o, &s) != 0)
+		return;
+	for (int i = 0; i < 3; i++)
+		v[i] = (struct iovec){ b[i], small(3 + (uint64_t)i, b[i]) };
+	fsafe_spool_append(s, v, 3, NULL);
+	fsafe_spool_close(s);
+}
+
+/*
+ * What the live handle reads after the other died: 1-2, a prefix of the
+ * dead one's 3-5 (those that reached the disk whole: a batch spanning a
+ * rollover is durable up to it, as after a crash), then its own two
+ * ("live0", "live1") right after.
+ */
+static void judge_beside(fsafe_spool *live, uint64_t own, const char *what)
+{
+	unsigned char want[300];
+	fsafe_spool_reader *rd;
+	const void *d;
+	size_t len;
+	uint64_t seq, expect = 1;
+
+	if (own < 3 || own > 6)
+		fail_msg("%s: the live append got number %" PRIu64, what, own);
+	assert_int_equal(fsafe_spool_reader_open(live, 1, &rd), 0);
+	while (fsafe_spool_next(rd, &d, &len, &seq) == 1) {
+		size_t n = seq < own ? small(seq, want)
+		                     : (size_t)sprintf((char *)want, "live%d",
+		                                       (int)(seq - own));
+		if (seq != expect || len != n || memcmp(d, want, n) != 0)
+			fail_msg("%s: record %" PRIu64 " is wrong (expected %"
+			         PRIu64 ")", what, seq, expect);
+		expect++;
+	}
+	fsafe_spool_reader_close(rd);
+	if (expect != own + 2)
+		fail_msg("%s: read up to %" PRIu64 ", the live handle "
+		         "appended up to %" PRIu64, what, expect - 1, own + 1);
+}
+
+static void test_killed_beside_live(void **state)
+{
+	struct su_fx *f = *state;
+	int total = 0;
+	char what[96];
+
+	for (int at = 1; at == 1 || at <= total; at++) {
+		char cmd[4200];
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->sp);
+		assert_int_equal(system(cmd), 0);
+		fsafe_spool *live = su_open(f->fd, "sp", 200, 100);
+		unsigned char b[2][300];
+		struct iovec old[2] = { { b[0], small(1, b[0]) },
+		                        { b[1], small(2, b[1]) } };
+		assert_int_equal(fsafe_spool_append(live, old, 2, NULL), 0);
+		pid_t pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			fault_install(&(struct fault_plan){
+				.at = total ? at : 0,
+				.kind = total ? FAULT_KILL : FAULT_NONE });
+			dying_appender(f);
+			sh->delivered = (uint64_t)fault_calls();
+			_exit(0);
+		}
+		int st = reap(pid);
+		if (!total) { /* the first run counts the calls */
+			assert_true(WIFEXITED(st) && sh->delivered > 0);
+			total = (int)sh->delivered;
+			at = 0;
+			fsafe_spool_close(live);
+			continue;
+		}
+		struct iovec v[2] = { { "live0", 5 }, { "live1", 5 } };
+		uint64_t own = 0;
+		snprintf(what, sizeof(what), "killed before call %d of %d", at,
+		         total);
+		if (fsafe_spool_append(live, v, 2, &own) != 0)
+			fail_msg("%s: the live append failed", what);
+		judge_beside(live, own, what);
+		fsafe_spool_close(live);
+		/* What the dead one left was taken care of: a fresh open
+		   finds nothing to repair. */
+		if (fsafe_spool_check(f->fd, f->sp, NULL, NULL) != 0)
+			fail_msg("%s: check finds problems", what);
+	}
+	printf("killed at each of %d calls\n", total);
+}
+
 int main(void)
 {
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
@@ -334,6 +444,8 @@ int main(void)
 		                                su_fx_teardown),
 		cmocka_unit_test_setup_teardown(test_shared_kills, su_fx_setup,
 		                                su_fx_teardown),
+		cmocka_unit_test_setup_teardown(test_killed_beside_live,
+		                                su_fx_setup, su_fx_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
