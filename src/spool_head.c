@@ -1,6 +1,6 @@
 /*
- * The spool's head file, on its own so that its parser can be fuzzed
- * alone. It tells the processes sharing a spool where the durable end is:
+ * The spool's head file: its format alone, pure. It tells the processes
+ * sharing a spool where the durable end is:
  * "FSPHED1\0" | gen u64 | last u64 | tail u64 | next u64 | flags u32 |
  * crc u32 (CRC-32C of the 44 bytes before it), little-endian, exactly 48
  * bytes. It is written in place under the spool's lock and never synced:
