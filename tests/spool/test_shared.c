@@ -261,11 +261,14 @@ static void run(struct su_fx *f, int kills)
 		pid[i] = start(f, i);
 	/* Kill one at a random point, start it again: the killed reader
 	   goes on from the cursor, a killed producer after its last try. */
-	for (int n = 0; n < kills; n++) {
+	for (int n = 0, tries = 0; n < kills && tries < 10 * kills; tries++) {
 		struct timespec t = { 0, (rand() % 20000 + 100) * 1000L };
 		nanosleep(&t, NULL);
 		int who = rand() % (PRODUCERS + 1);
+		if (pid[who] <= 0) /* a producer that finished: never kill(-1) */
+			continue;
 		kill(pid[who], SIGKILL);
+		n++;
 		int st = reap(pid[who]);
 		if (!WIFSIGNALED(st))
 			assert_int_equal(WEXITSTATUS(st), 0);
