@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <time.h>
 
 #include "crc32c.h"
 #include "error.h"
@@ -39,6 +40,7 @@
 #define SEG_MAGIC "FSPSEG1"
 #define FRAME_MAGIC 0x52505346u /* "FSPR" */
 #define CURSOR_NAME "cursor"
+#define HEAD_NAME "head"
 #define QUARANTINE "quarantine"
 #define WINDOW (64u * 1024)
 #define WBUF (256u * 1024)
@@ -194,7 +196,10 @@ static int scan_ensure(struct fsafe__scan *sc, uint64_t off, size_t n,
 	int r = scan_grow(sc, n);
 	if (r < 0)
 		return r;
-	ssize_t got = fsafe__pread_full(sc->fd, sc->buf, sc->cap, off);
+	size_t want = sc->cap;
+	if (sc->end && (off >= sc->end || sc->end - off < want))
+		want = off >= sc->end ? 0 : (size_t)(sc->end - off);
+	ssize_t got = want ? fsafe__pread_full(sc->fd, sc->buf, want, off) : 0;
 	if (got < 0) {
 		fsafe__scan_reset(sc);
 		return (int)got;
@@ -210,10 +215,12 @@ int fsafe__scan_open(struct fsafe__scan *sc, int fd, uint64_t name_seq)
 	const unsigned char *p = NULL; /* set whenever scan_ensure says 1 */
 	unsigned char *buf = sc->buf;
 	size_t cap = sc->cap;
+	uint64_t end = sc->end;
 
 	memset(sc, 0, sizeof(*sc));
 	sc->buf = buf; /* the window is reused from segment to segment */
 	sc->cap = cap;
+	sc->end = end;
 	sc->fd = fd;
 	int r = scan_ensure(sc, 0, FSAFE__SEG_HDR, &p);
 	if (r < 0)
@@ -321,7 +328,14 @@ int fsafe__scan_resync(struct fsafe__scan *sc)
 /* ---- the handle ------------------------------------------------------------- */
 
 struct fsafe_spool {
-	int dirfd; /* the spool directory; holds the flock */
+	int dirfd; /* the spool directory; its flock is the spool's lock */
+	int hfd;   /* the head file (-1: none, read-only) */
+	int held;  /* holders of the lock in this handle (0: not locked) */
+	bool view_ok; /* the append state below is the spool's, under it */
+	bool releasing; /* a round is over: no new holder until it drops */
+	unsigned round_syncs; /* syncs begun since the lock was taken */
+	bool filling; /* a batch is being framed (a rollover may wait) */
+	uint64_t gen; /* the head's gen the append state matches */
 	uint64_t segment_size;
 	uint32_t max_record;
 
@@ -909,7 +923,8 @@ static int open_tail(struct walk *w, const struct seg_scan *g)
 	s->tail = g->runs[0].end;
 	if (!w->fix)
 		return 0;
-	s->wfd = fsafe__open_regular(s->dirfd, g->name, O_WRONLY, NULL);
+	/* Read too: an abandoned tail is copied to quarantine through it. */
+	s->wfd = fsafe__open_regular(s->dirfd, g->name, O_RDWR, NULL);
 	return s->wfd < 0 ? s->wfd : 0;
 }
 
@@ -1090,6 +1105,27 @@ static void walk_cursor_missing(struct walk *w, bool had_cursor)
 	       "reading starts at the oldest record", 0);
 }
 
+/* The head must be a regular file (it is rebuilt at every open, so
+   nothing in it is damage). */
+static int walk_head(struct walk *w)
+{
+	char dst[64], action[96];
+	int fd = fsafe__open_regular(w->s->dirfd, HEAD_NAME, O_RDONLY, NULL);
+
+	if (fd >= 0)
+		fsafe__close(fd);
+	if (fd >= 0 || fd == -ENOENT)
+		return 0;
+	if (!not_a_file(fd))
+		return fd;
+	int r = w->fix ? move_in(w->s, HEAD_NAME, dst, sizeof(dst)) : 0;
+	if (r < 0)
+		return r;
+	snprintf(action, sizeof(action), "moved to %s; made again", dst);
+	report(w, HEAD_NAME, type_problem(fd), action, 0);
+	return 0;
+}
+
 static int walk(struct walk *w)
 {
 	fsafe_spool *s = w->s;
@@ -1117,8 +1153,252 @@ static int walk(struct walk *w)
 		s->cursor = s->nsegs ? s->segs[0] : s->next_seq;
 	if (w->fix && s->cursor_ahead == 0)
 		drop_consumed(s);
+	/* Whole frames an appender that died left unsynced are records now:
+	   durable before the head names them. */
+	if (w->fix && s->wfd >= 0 && (r = fsafe__fdatasync(s->wfd)) < 0)
+		return r;
 	s->durable_seq = s->next_seq;
+	return walk_head(w);
+}
+
+/* ---- sharing: the lock and the head ---------------------------------------- */
+
+/*
+ * Appenders in any number of processes and one reader share a spool. The
+ * spool's lock, an flock on its directory (the kernel drops it with its
+ * holder, so a killed process never wedges the spool), is held for one
+ * append round (write, sync, publish), one ack, one recovery: never for a
+ * process's life. Before it is dropped, what the round made durable is
+ * published in the head file, so the next holder adopts the tail instead
+ * of scanning for it, and readers, which take no lock, read only up to
+ * the durable end the head names. Recovery runs under the lock too, so a
+ * torn tail it cuts is never one a live appender is still writing.
+ */
+
+/* Take the spool's lock for this handle. Its threads share one flock
+   (one open file description): the first holder takes it, the last
+   drops it. Called with mu held. */
+static int excl_take(fsafe_spool *s)
+{
+	if (s->held == 0) {
+		int r = fsafe__flock(s->dirfd, LOCK_EX);
+		if (r < 0)
+			return r;
+		s->view_ok = false; /* others may have appended meanwhile */
+		s->round_syncs = 0;
+	}
+	s->held++;
 	return 0;
+}
+
+static void excl_drop(fsafe_spool *s)
+{
+	if (--s->held > 0)
+		return;
+	/* A failure leaves it to close, which drops it for sure. */
+	fsafe__flock(s->dirfd, LOCK_UN);
+	s->releasing = false;
+	pthread_cond_broadcast(&s->cv);
+}
+
+/*
+ * A walk that changes nothing (check, a read-only open) takes the lock
+ * shared, so that an append in progress is not reported as a torn tail.
+ * It waits 2 s at most for one (an older library held the lock for a
+ * process's life), then walks without it: reporting never hangs.
+ */
+static bool share_take(fsafe_spool *s)
+{
+	for (int i = 0; i < 200; i++) {
+		int r = fsafe__flock(s->dirfd, LOCK_SH | LOCK_NB);
+		if (r == 0)
+			return true;
+		if (r != -EWOULDBLOCK)
+			return false;
+		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+	}
+	return false;
+}
+
+/* The head: 1 with *h, 0 when missing or invalid, or -errno. A reader
+   (no lock) may meet an update half done: it reads again. */
+static int head_read(const fsafe_spool *s, struct fsafe__head *h)
+{
+	unsigned char b[FSAFE__HEAD_LEN + 1];
+
+	if (s->hfd < 0)
+		return 0;
+	for (int i = 0; i < 4; i++) {
+		ssize_t n = fsafe__pread_full(s->hfd, b, sizeof(b), 0);
+		if (n < 0)
+			return (int)n;
+		if (fsafe__head_decode(b, (size_t)n, h))
+			return 1;
+	}
+	return 0;
+}
+
+/* Publish the append state: everything below durable_seq is synced. The
+   lock is held. */
+static int head_write(fsafe_spool *s)
+{
+	unsigned char b[FSAFE__HEAD_LEN];
+	struct fsafe__head h = { .gen = s->gen, .last = s->whdr.first_seq,
+	                         .tail = s->tail, .next = s->durable_seq,
+	                         .flags = s->wfd < 0 ? FSAFE__HEAD_ROLL : 0 };
+
+	fsafe__head_encode(b, &h);
+	int r = fsafe__pwrite_all(s->hfd, b, sizeof(b), 0);
+	if (r < 0)
+		s->step = "publish the head";
+	return r;
+}
+
+/* The segment set changes: every other handle's view of the tail is
+   stale from here on. */
+static int head_bump(fsafe_spool *s)
+{
+	struct fsafe__head h;
+	int r = head_read(s, &h);
+
+	if (r < 0)
+		return r;
+	if (r == 1)
+		s->gen = h.gen + 1;
+	else if ((r = fsafe__random(&s->gen, sizeof(s->gen))) < 0)
+		return r;
+	return head_write(s);
+}
+
+/* The head file, made when missing (read-only: none is fine). */
+static int head_open(fsafe_spool *s)
+{
+	int flags = s->rdonly ? O_RDONLY : O_RDWR | O_CREAT;
+	struct stat st;
+
+	if (s->hfd >= 0)
+		s->hfd = fsafe__close(s->hfd);
+	int fd = fsafe__openat(s->dirfd, HEAD_NAME,
+	                       flags | O_NOFOLLOW | O_NONBLOCK, 0666);
+	int r = fd < 0 ? fd : fsafe__fstat(fd, &st);
+	if (r == 0 && !S_ISREG(st.st_mode))
+		r = -EBADFD;
+	if (r < 0 && fd >= 0)
+		fsafe__close(fd);
+	if (r < 0)
+		return s->rdonly ? 0 : r; /* read-only: readers use their own */
+	s->hfd = fd;
+	return 0;
+}
+
+/*
+ * Bytes past the published tail were written by an appender that died or
+ * failed before publishing them: never acknowledged, never read. Like a
+ * torn tail at open, they are copied to quarantine, then cut.
+ */
+static int cut_leftover(fsafe_spool *s, uint64_t size)
+{
+	char name[FSAFE__SEG_NAME_LEN + 1], dst[96];
+
+	fsafe__seg_name(name, s->whdr.first_seq);
+	int r = copy_out(s, s->wfd, name, s->tail, size, dst, sizeof(dst));
+	if (r == 0 && SYS->ftruncate(s->wfd, (off_t)s->tail) < 0)
+		r = -errno;
+	if (r < 0) {
+		s->step = "cut an abandoned tail";
+		return r;
+	}
+	s->qbytes += size - s->tail;
+	s->truncated += size - s->tail;
+	return 0;
+}
+
+/* Another process changed the segment set: take up the last segment the
+   head names. 1 when it is not what the head says. */
+static int reopen_tail(fsafe_spool *s, const struct fsafe__head *h)
+{
+	struct fsafe__scan sc = { 0 };
+
+	if (s->wfd >= 0)
+		s->wfd = fsafe__close(s->wfd);
+	s->whdr = (struct fsafe__seg_hdr){ 0 };
+	s->nsegs = 0;
+	int r = list_segments(s, s->dirfd);
+	if (r < 0)
+		return r;
+	if ((s->nsegs ? s->segs[s->nsegs - 1] : 0) != h->last)
+		return 1; /* a change that died half done */
+	if (!h->last)
+		return 0;
+	int fd = open_seg(s->dirfd, h->last, O_RDWR);
+	if (fd < 0)
+		return fd == -ENOENT || not_a_file(fd) ? 1 : fd;
+	r = fsafe__scan_open(&sc, fd, h->last);
+	fsafe__scan_free(&sc);
+	if (r == 0 && !(h->flags & FSAFE__HEAD_ROLL)) {
+		s->wfd = fd;
+	} else {
+		fsafe__close(fd);
+		if (r != 0)
+			return r;
+	}
+	s->whdr = sc.hdr;
+	return 0;
+}
+
+/* Recovery, as at open, under the lock: the head could not be trusted. */
+static int recover_view(fsafe_spool *s)
+{
+	struct walk w = { .s = s, .fix = true };
+
+	if (s->wfd >= 0)
+		s->wfd = fsafe__close(s->wfd);
+	s->whdr = (struct fsafe__seg_hdr){ 0 };
+	s->nsegs = 0;
+	s->tail = 0;
+	int r = walk(&w);
+	if (r == 0)
+		r = head_open(s);
+	return r < 0 ? r : head_bump(s);
+}
+
+/*
+ * Make the append state the spool's, the lock held: usually the head only
+ * moved on (others appended) and the tail is adopted from it; bytes past
+ * it are an abandoned append; a new gen means the segments changed; a head
+ * that is missing, invalid or names a segment that is not the last means
+ * recovery.
+ */
+static int sync_view(fsafe_spool *s)
+{
+	struct fsafe__head h;
+	struct stat st;
+	int r = head_read(s, &h);
+
+	bool valid = r == 1;
+
+	s->step = "take up the tail";
+	if (r < 0)
+		return r;
+	if (valid && h.gen != s->gen) {
+		if ((r = reopen_tail(s, &h)) < 0)
+			return r;
+		if (r == 0)
+			s->gen = h.gen;
+	}
+	if (!valid || h.gen != s->gen || h.last != s->whdr.first_seq)
+		return recover_view(s);
+	s->tail = h.tail;
+	s->next_seq = s->durable_seq = h.next;
+	if (s->wfd < 0)
+		return 0;
+	if ((r = fsafe__fstat(s->wfd, &st)) < 0)
+		return r;
+	if ((uint64_t)st.st_size < s->tail) /* cut by hand: damage */
+		return recover_view(s);
+	return (uint64_t)st.st_size > s->tail
+	               ? cut_leftover(s, (uint64_t)st.st_size)
+	               : 0;
 }
 
 /* ---- open / close ------------------------------------------------------------ */
@@ -1189,7 +1469,7 @@ static fsafe_spool *spool_new(const struct spool_opts *o)
 
 	if (!s)
 		return NULL;
-	s->dirfd = s->wfd = -1;
+	s->dirfd = s->wfd = s->hfd = -1;
 	s->segment_size = o->segment_size;
 	s->max_record = o->max_record;
 	s->error = o->error;
@@ -1198,18 +1478,31 @@ static fsafe_spool *spool_new(const struct spool_opts *o)
 	return s;
 }
 
-static int spool_lock(fsafe_spool *s, int dirfd, const char *path,
-                      const char **step)
+/* Open the directory and recover under the spool's lock (read-only: no
+   lock, nothing changed), then publish a new gen: whatever the others
+   knew of the tail is checked again. */
+static int spool_recover(fsafe_spool *s, int dirfd, const char *path,
+                         const struct spool_opts *o, const char **step)
 {
+	struct walk w = { .s = s, .fix = !s->rdonly, .fn = o->damage,
+	                  .arg = o->damage_arg };
+	int r;
+
 	*step = "open";
 	if ((s->dirfd = fsafe__open_dir(dirfd, path)) < 0)
 		return s->dirfd;
 	*step = "lock";
-	/* One process per spool: its appends assume they own the tail. */
-	if (SYS->flock(s->dirfd, LOCK_EX | LOCK_NB) < 0)
-		return errno == EINTR ? -EAGAIN : -errno;
+	bool shared = s->rdonly && share_take(s);
+	if (!s->rdonly && (r = excl_take(s)) < 0)
+		return r;
 	*step = "recover";
-	return 0;
+	if ((r = walk(&w)) == 0 && (r = head_open(s)) == 0 && !s->rdonly)
+		r = head_bump(s);
+	if (!s->rdonly)
+		excl_drop(s);
+	if (shared)
+		fsafe__flock(s->dirfd, LOCK_UN);
+	return r;
 }
 
 /* A damaged or unreadable id never stops the open; only failing to make
@@ -1241,11 +1534,8 @@ int fsafe_spool_open(int dirfd, const char *path,
 		r = -ENOMEM;
 	if (r == 0)
 		s->rdonly = o.flags & FSAFE_SPOOL_RDONLY;
-	if (r == 0 && (r = spool_lock(s, dirfd, path, &step)) == 0) {
-		struct walk w = { .s = s, .fix = !s->rdonly, .fn = o.damage,
-		                  .arg = o.damage_arg };
-		r = walk(&w);
-	}
+	if (r == 0)
+		r = spool_recover(s, dirfd, path, &o, &step);
 	if (r == 0)
 		r = spool_id_load(s, &step);
 	if (r < 0) {
@@ -1271,8 +1561,10 @@ void fsafe_spool_close(fsafe_spool *s)
 		return;
 	if (s->wfd >= 0)
 		fsafe__close(s->wfd);
+	if (s->hfd >= 0)
+		fsafe__close(s->hfd);
 	if (s->dirfd >= 0)
-		fsafe__close(s->dirfd); /* drops the flock */
+		fsafe__close(s->dirfd); /* drops the flock, if a failure kept it */
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->cv);
 	free(s->segs);
@@ -1331,7 +1623,10 @@ static int roll_over(fsafe_spool *s)
 		s->durable_seq = s->next_seq;
 		s->wfd = fsafe__close(s->wfd);
 	}
-	if ((r = fsafe__random(&nh.salt, sizeof(nh.salt))) < 0)
+	/* Before the new segment exists: a holder after a crash here sees
+	   the gen moved and lists the segments again. */
+	if ((r = head_bump(s)) < 0 ||
+	    (r = fsafe__random(&nh.salt, sizeof(nh.salt))) < 0)
 		return r;
 	fsafe__seg_hdr_encode(h, &nh);
 	fsafe__seg_name(name, nh.first_seq);
@@ -1340,7 +1635,7 @@ static int roll_over(fsafe_spool *s)
 		return r;
 	if ((r = seg_push(s, nh.first_seq)) < 0)
 		return r;
-	if ((s->wfd = open_seg(s->dirfd, nh.first_seq, O_WRONLY)) < 0)
+	if ((s->wfd = open_seg(s->dirfd, nh.first_seq, O_RDWR)) < 0)
 		return s->wfd;
 	s->whdr = nh;
 	s->tail = FSAFE__SEG_HDR;
@@ -1408,6 +1703,7 @@ static int wait_durable(fsafe_spool *s, uint64_t gen)
 		uint64_t flushes = s->flushes;
 		int fd = s->wfd;
 		s->syncing = true;
+		s->round_syncs++;
 		pthread_mutex_unlock(&s->mu);
 		int r = fsafe__fdatasync(fd);
 		pthread_mutex_lock(&s->mu);
@@ -1419,32 +1715,73 @@ static int wait_durable(fsafe_spool *s, uint64_t gen)
 			s->synced_gen = target;
 			s->durable_seq = seq;
 			s->synced_flushes = flushes;
+			if ((r = head_write(s)) < 0)
+				s->broken = r;
 		}
+		/* The round is over when this sync covered every write: its
+		   appenders drop the lock before new ones take it, so other
+		   processes get their turn. */
+		s->releasing = s->held > 0 && s->synced_gen == s->written_gen;
 		pthread_cond_broadcast(&s->cv);
 	}
 	return s->synced_gen >= gen ? 0 : s->broken;
 }
 
+/* Join the next append round: the lock, and the tail as the spool has
+   it. Called with mu held. */
+static int round_join(fsafe_spool *s)
+{
+	int r;
+
+	/* Appenders that come during a round's first sync share its second;
+	   later ones wait for the next round, so the lock is held for two
+	   syncs at most. */
+	while (s->releasing || s->filling ||
+	       (s->syncing && s->round_syncs > 1))
+		pthread_cond_wait(&s->cv, &s->mu);
+	if ((r = s->broken) < 0)
+		return r;
+	if ((r = excl_take(s)) < 0) {
+		s->step = "lock";
+		return r;
+	}
+	if (!s->view_ok && (r = sync_view(s)) < 0) {
+		excl_drop(s);
+		return r;
+	}
+	s->view_ok = true;
+	return 0;
+}
+
 static int append_locked(fsafe_spool *s, const struct iovec *recs, size_t n,
                          uint64_t *first)
 {
-	int r = s->broken;
+	int r = round_join(s);
 
-	*first = s->next_seq;
-	if (n == 0)
+	if (r < 0)
 		return r;
+	/* A rollover waits for a sync with mu released: no other batch may
+	   take numbers inside this one meanwhile. */
+	*first = s->next_seq;
+	s->filling = true;
 	for (size_t i = 0; r == 0 && i < n; i++)
 		r = put_record(s, &recs[i]);
-	if (r == 0)
+	if (r == 0 && n)
 		r = wbuf_flush(s);
+	s->filling = false;
+	pthread_cond_broadcast(&s->cv);
 	if (r < 0) {
 		/* The tail now holds frames of unknown state: refuse more. */
 		s->broken = r;
 		s->wlen = 0;
+		excl_drop(s);
 		pthread_cond_broadcast(&s->cv);
 		return r;
 	}
-	return wait_durable(s, ++s->written_gen);
+	if (n)
+		r = wait_durable(s, ++s->written_gen);
+	excl_drop(s);
+	return r;
 }
 
 int fsafe_spool_append(fsafe_spool *s, const struct iovec *recs, size_t n,
@@ -1505,9 +1842,53 @@ void fsafe_spool_reader_close(fsafe_spool_reader *r)
 	free(r);
 }
 
+/*
+ * The durable end as readers see it: the head's (appenders in other
+ * processes publish there), or this handle's own when it knows more (a
+ * read-only handle's walk after a power cut, before any open rebuilt the
+ * head) or the head cannot be read (its own is durable too, only maybe
+ * behind: the records past it come at a later call).
+ */
+/* A view that is this handle's own, not the head (never on disk). */
+#define VIEW_OWN (1u << 31)
+
+static int spool_view(fsafe_spool *s, struct fsafe__head *h)
+{
+	struct fsafe__head own = { .last = UINT64_MAX, .flags = VIEW_OWN };
+	int r = head_read(s, h);
+
+	pthread_mutex_lock(&s->mu);
+	own.next = s->durable_seq;
+	pthread_mutex_unlock(&s->mu);
+	if (r <= 0 || h->next < own.next)
+		*h = own;
+	return 0;
+}
+
+/* How far into segment `first` a reader may read (0: all of it): to the
+   published tail of the last segment, nothing past the header of one
+   newer than the head knows. */
+static uint64_t read_bound(const struct fsafe__head *h, uint64_t first)
+{
+	if (first < h->last || (first == h->last &&
+	                        (h->flags & FSAFE__HEAD_ROLL)))
+		return 0;
+	return first == h->last ? h->tail : FSAFE__SEG_HDR;
+}
+
+/* The segment list afresh: others roll over and drop segments. */
+static int relist(fsafe_spool *s)
+{
+	pthread_mutex_lock(&s->mu);
+	s->nsegs = 0;
+	int r = list_segments(s, s->dirfd);
+	pthread_mutex_unlock(&s->mu);
+	return r;
+}
+
 /* Open the segment holding r->want (or the next one kept): 1 when on one,
    0 when there is none, or -errno. */
-static int reader_enter(fsafe_spool_reader *r)
+static int reader_enter(fsafe_spool_reader *r, const struct fsafe__head *v)
 {
 	fsafe_spool *s = r->s;
 
@@ -1533,6 +1914,9 @@ static int reader_enter(fsafe_spool_reader *r)
 		}
 		if (fd < 0 && !not_a_file(fd))
 			return fd;
+		/* Bounded before the first read: the window never holds
+		   bytes an appender may still replace. */
+		r->sc.end = read_bound(v, first);
 		int h = fd < 0 ? 1 : fsafe__scan_open(&r->sc, fd, first);
 		r->open = true;
 		if (h == 0)
@@ -1546,40 +1930,46 @@ static int reader_enter(fsafe_spool_reader *r)
 	}
 }
 
-/* Whether a segment after `first` exists now. */
-static bool rolled_past(fsafe_spool *s, uint64_t first)
-{
-	pthread_mutex_lock(&s->mu);
-	bool yes = s->nsegs && s->segs[s->nsegs - 1] > first;
-	pthread_mutex_unlock(&s->mu);
-	return yes;
-}
-
 static int reader_next(fsafe_spool_reader *r, const void **data, size_t *len,
                        uint64_t *seq)
 {
 	fsafe_spool *s = r->s;
+	struct fsafe__head v;
+	int looked = 0; /* the segment list read again, at the end */
 
 	for (;;) {
-		pthread_mutex_lock(&s->mu);
-		uint64_t limit = s->durable_seq;
-		pthread_mutex_unlock(&s->mu);
-		if (r->want >= limit)
-			return 0;
-		int e = r->open ? 1 : reader_enter(r);
-		if (e <= 0)
+		int e = spool_view(s, &v);
+		if (e < 0)
 			return e;
+		if (r->want >= v.next)
+			return 0;
+		e = r->open ? 1 : reader_enter(r, &v);
+		if (e < 0)
+			return e;
+		if (e == 0) {
+			/* Below the durable end but in no segment listed:
+			   another process rolled over. */
+			if (looked++ || (e = relist(s)) < 0)
+				return e < 0 ? e : 0;
+			continue;
+		}
+		r->sc.end = read_bound(&v, r->sc.hdr.first_seq);
 		uint64_t at = r->sc.pos;
 		e = fsafe__scan_next(&r->sc, data, len, seq);
 		if (e < 0)
 			return e;
-		if (e == 1 && *seq >= limit) { /* not durable yet: later */
+		if (e == 1 && *seq >= v.next) { /* not durable yet: later */
 			r->sc.pos = at;
 			r->sc.next_seq = *seq;
+			fsafe__scan_reset(&r->sc);
 			return 0;
 		}
 		if (e == 1 && *seq >= r->want) {
 			r->want = *seq + 1;
+			/* Read unbounded: what follows in the window may not be
+			   durable yet, so it is read again next time. */
+			if (v.flags & VIEW_OWN)
+				r->sc.len = 0;
 			return 1;
 		}
 		if (e == 1)
@@ -1592,13 +1982,14 @@ static int reader_next(fsafe_spool_reader *r, const void **data, size_t *len,
 			continue;
 		}
 		if (r->seg_next == UINT64_MAX) {
-			/* The end of what was the last segment; it may grow,
-			   so read afresh next time, or a rollover may have
-			   made it whole, so look again now. */
-			uint64_t first = r->sc.hdr.first_seq;
+			/* The end of what was the last segment: it may have
+			   grown, or a rollover made it whole; read afresh
+			   (twice at most, then it is the end for now). */
 			reader_leave(r);
-			if (!rolled_past(s, first))
+			if (looked++ > 1)
 				return 0;
+			if ((e = relist(s)) < 0)
+				return e;
 			continue;
 		}
 		/* The segment ends (whole, or corrupt from here on). */
@@ -1622,23 +2013,36 @@ int fsafe_spool_next(fsafe_spool_reader *r, const void **data, size_t *len,
 
 int fsafe_spool_ack(fsafe_spool *s, uint64_t seq)
 {
+	struct fsafe__head v;
+
 	assert(s);
 	if (s->rdonly)
 		return spool_fail(s, -EBADF, "ack (read-only)");
-	pthread_mutex_lock(&s->mu);
-	uint64_t cursor = seq >= s->durable_seq ? s->durable_seq : seq + 1;
-	uint64_t old = s->cursor;
-	pthread_mutex_unlock(&s->mu);
-	if (cursor <= old)
-		return 0;
-	int r = cursor_store(s->dirfd, cursor, s->error);
+	int r = spool_view(s, &v);
 	if (r < 0)
-		return r; /* FSAFE_ENOTDURABLE too: keep every segment */
+		return spool_fail(s, r, "ack (read the head)");
+	uint64_t cursor = seq >= v.next ? v.next : seq + 1;
 	pthread_mutex_lock(&s->mu);
-	s->cursor = cursor;
-	drop_consumed(s);
+	if (cursor <= s->cursor) {
+		pthread_mutex_unlock(&s->mu);
+		return 0;
+	}
+	/* Under the lock: an open's sweep never takes the cursor's staging
+	   file, and a drop never races a recovery. */
+	if ((r = excl_take(s)) < 0) {
+		pthread_mutex_unlock(&s->mu);
+		return spool_fail(s, r, "ack (lock)");
+	}
 	pthread_mutex_unlock(&s->mu);
-	return 0;
+	r = cursor_store(s->dirfd, cursor, s->error);
+	pthread_mutex_lock(&s->mu);
+	if (r == 0) { /* FSAFE_ENOTDURABLE too: keep every segment */
+		s->cursor = cursor;
+		drop_consumed(s);
+	}
+	excl_drop(s);
+	pthread_mutex_unlock(&s->mu);
+	return r;
 }
 
 static uint64_t spool_bytes(fsafe_spool *s)
@@ -1679,11 +2083,15 @@ static uint64_t quarantine_entries(fsafe_spool *s)
 int fsafe_spool_stat(fsafe_spool *s, struct fsafe_spool_stat *out)
 {
 	struct fsafe_spool_stat st = FSAFE_SPOOL_STAT_INIT;
+	struct fsafe__head v;
 
 	assert(s && out);
+	int r = spool_view(s, &v);
+	if (r < 0)
+		return spool_fail(s, r, "stat (read the head)");
 	pthread_mutex_lock(&s->mu);
 	st.cursor = s->cursor;
-	st.next_seq = s->durable_seq;
+	st.next_seq = v.next;
 	st.first_seq = s->nsegs && s->segs[0] < st.next_seq ? s->segs[0]
 	                                                     : st.next_seq;
 	st.segments = s->nsegs;
@@ -1697,7 +2105,7 @@ int fsafe_spool_stat(fsafe_spool *s, struct fsafe_spool_stat *out)
 	st.cursor_ahead = s->cursor_ahead;
 	st.quarantine_entries = quarantine_entries(s);
 	pthread_mutex_unlock(&s->mu);
-	int r = FSAFE__OPTS_COPY_OUT(out, &st, FSAFE_SPOOL_STAT_SIZE_V0);
+	r = FSAFE__OPTS_COPY_OUT(out, &st, FSAFE_SPOOL_STAT_SIZE_V0);
 	return spool_fail(s, r, "stat (size)");
 }
 
@@ -1716,8 +2124,10 @@ int fsafe_spool_check(int dirfd, const char *path, fsafe_damage_fn fn,
 		return -ENOMEM;
 	struct walk w = { .s = s, .fix = false, .fn = fn, .arg = arg };
 	int r = (s->dirfd = fsafe__open_dir(dirfd, path));
-	if (r >= 0)
+	if (r >= 0) {
+		share_take(s); /* close drops it */
 		r = walk(&w);
+	}
 	if (r >= 0)
 		r = s->stopped ? s->stopped : s->problems;
 	fsafe_spool_close(s);

@@ -51,6 +51,10 @@ struct fsafe__scan {
 	unsigned char *buf;
 	size_t cap, len;
 	uint64_t off; /* file offset of buf[0] */
+	/* Bytes at or past this offset are never read (0: no bound): a
+	   reader beside live appenders reads only what is durable, so its
+	   window never holds bytes that an appender may still replace. */
+	uint64_t end;
 };
 
 /* Start on `fd` (not owned); sc's buf and cap must be zero or a window
@@ -85,5 +89,23 @@ const char *fsafe__cursor_decode(const unsigned char *in, size_t len,
 #define FSAFE__SPOOL_ID_LEN 32
 int fsafe__spool_id_load(int dfd, bool create,
                          char out[FSAFE__SPOOL_ID_LEN + 1]);
+
+/* The head file (spool_head.c): where the durable end is, shared by the
+   processes that have the spool open. */
+#define FSAFE__HEAD_LEN 48
+/* The last segment takes no more frames: the next append starts one. */
+#define FSAFE__HEAD_ROLL 1u
+struct fsafe__head {
+	uint64_t gen;  /* changes with every change of the segment set */
+	uint64_t last; /* first number of the last segment (0: none) */
+	uint64_t tail; /* its durable end (bytes) */
+	uint64_t next; /* every record below it is durable */
+	uint32_t flags; /* FSAFE__HEAD_* */
+};
+void fsafe__head_encode(unsigned char out[FSAFE__HEAD_LEN],
+                        const struct fsafe__head *h);
+/* True with *h set when the `len` bytes are a valid head. */
+bool fsafe__head_decode(const unsigned char *in, size_t len,
+                        struct fsafe__head *h);
 
 #endif

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,10 +29,12 @@ static const char usage[] =
 static const char help[] =
 	"A directory of checksummed segments holding numbered records, and a\n"
 	"consumer cursor. Opening it repairs what a crash left (see\n"
-	"fsafe-spool(1)); one process uses a spool at a time.\n"
+	"fsafe-spool(1)). Any number of processes append at once, beside one\n"
+	"that reads and acks.\n"
 	"\n"
 	"  append    one record per line of FILE (default: standard input),\n"
-	"            durable when the command exits 0; creates DIR if missing\n"
+	"            durable when the command exits 0, and each batch as soon\n"
+	"            as the input pauses; creates DIR if missing\n"
 	"  read      records from the cursor (or --from SEQ), one per line;\n"
 	"            changes nothing (damage is read past, not repaired)\n"
 	"  ack SEQ   records up to SEQ are consumed: the cursor moves past it\n"
@@ -144,6 +147,16 @@ static int flush_batch(fsafe_spool *s, const char *dir, struct batch *b)
 	return CLI_OK;
 }
 
+/* Whether more input is there now. A stream that pauses (a log
+   followed) has its lines appended, durable and readable by another
+   process, instead of waiting for a full batch. */
+static bool input_ready(FILE *in)
+{
+	struct pollfd p = { .fd = fileno(in), .events = POLLIN };
+
+	return poll(&p, 1, 0) != 0;
+}
+
 static int append_from(fsafe_spool *s, const char *dir, FILE *in, char sep)
 {
 	struct batch *b = calloc(1, sizeof(*b));
@@ -152,7 +165,11 @@ static int append_from(fsafe_spool *s, const char *dir, FILE *in, char sep)
 	ssize_t n;
 	int rc = b ? CLI_OK : CLI_FAIL;
 
-	while (rc == CLI_OK && (n = getdelim(&line, &cap, sep, in)) >= 0) {
+	for (;;) {
+		if (rc == CLI_OK && b->n && !input_ready(in))
+			rc = flush_batch(s, dir, b);
+		if (rc != CLI_OK || (n = getdelim(&line, &cap, sep, in)) < 0)
+			break;
 		if (n > 0 && line[n - 1] == sep)
 			n--;
 		b->lines[b->n] = line;

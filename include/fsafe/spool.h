@@ -41,18 +41,27 @@
  *       and records missing from the cursor on are found again at every
  *       open (fsafe_spool_check keeps reporting them until consumed).
  *    Opening again after a crash during that recovery finishes it.
- *    FSAFE_SPOOL_RDONLY opens without changing anything: damage is
- *    reported, and readers go past it in place.
+ *    FSAFE_SPOOL_RDONLY opens without changing anything (and without
+ *    the lock but for a shared moment): damage is reported, and readers
+ *    go past it in place.
  *    Limit: a valid segment copied in from another spool under a fitting
  *    name cannot be told from this spool's own (segments carry no spool
  *    identity); its records are read as this spool's.
  *  - Reading holds one record (and a small buffer) in memory, never a
  *    segment.
  *
- * One process opens a spool at a time (a flock on the directory: a second
- * open fails with -EWOULDBLOCK). Within it, fsafe_spool_append may be
- * called from many threads at once; the other calls on one handle must not
- * run concurrently with each other (appends may run beside them).
+ * Any number of processes append at once, beside one process that reads
+ * and acks: each batch takes the next numbers in one piece, no number is
+ * handed out twice, and a reader sees every record whose append returned
+ * 0 once, in order, when it is durable and never before. The spool's lock
+ * (a flock on the directory, dropped by the kernel with a killed holder)
+ * is held for one append round, one ack, one open's recovery; a head file
+ * in the directory publishes the durable end to the other processes (it
+ * is rebuilt at every open, never trusted after a crash). Within a
+ * process, fsafe_spool_append may be called from many threads at once
+ * (they share a sync); the other calls on one handle must not run
+ * concurrently with each other (appends may run beside them). Two
+ * processes acking at once is not supported.
  */
 #ifndef FSAFE_SPOOL_H
 #define FSAFE_SPOOL_H
@@ -196,8 +205,9 @@ FSAFE_API int fsafe_spool_id(fsafe_spool *s, char out[33]);
 
 /*
  * Damage (the shape of every store's check and repair, fsafe.h): check
- * reports every problem without changing anything (no lock, no
- * recovery): segment entries that are not this spool's (not a regular
+ * reports every problem without changing anything (no recovery; the lock
+ * shared for its walk, 2 s at most, so an append in progress is no torn
+ * tail): segment entries that are not this spool's (not a regular
  * file, a bad header, a header naming another number), damaged stretches
  * inside a segment, a torn tail, records missing from the cursor on, a
  * cursor that does not validate or is ahead of the data, a quarantine/

@@ -7,6 +7,12 @@ setup() {
 	cli_setup
 }
 
+teardown() {
+	if [ -n "${pid:-}" ]; then
+		kill "$pid" 2>/dev/null || true
+	fi
+}
+
 @test "append lines, read them back with their numbers" {
 	printf 'one\ntwo\nthree\n' | "$FSAFE" spool sp append
 	run --separate-stderr "$FSAFE" spool sp read --seq
@@ -252,4 +258,41 @@ setup() {
 	run --separate-stderr "$FSAFE" spool nope read
 	[ "$status" -eq 1 ]
 	[[ "$stderr" == *"nope"* ]]
+}
+
+# Polls `fsafe spool sp read` until it prints $1, for 10 s at most.
+read_until() {
+	local end=$((SECONDS + 10))
+	while ((SECONDS < end)); do
+		out=$(timeout 10 "$FSAFE" spool sp read 2>/dev/null) &&
+			[ "$out" = "$1" ] && return 0
+		sleep 0.05
+	done
+	echo "read gave: $out" >&2
+	return 1
+}
+
+@test "append runs on while read and ack work from another process" {
+	mkfifo in
+	# Not holding bats' descriptors: a failure must not wait for it.
+	"$FSAFE" spool sp append < in > /dev/null 2> append.err 3>&- &
+	pid=$!
+	exec {w}> in
+	printf 'one\ntwo\n' >&"$w"
+	# Each line is durable and readable once the input pauses.
+	read_until "$(printf 'one\ntwo')"
+	run --separate-stderr timeout 10 "$FSAFE" spool sp ack 1
+	[ "$status" -eq 0 ] && [ -z "$stderr" ]
+	printf 'three\n' >&"$w"
+	read_until "$(printf 'two\nthree')"
+	run --separate-stderr timeout 10 "$FSAFE" spool sp ack 3
+	[ "$status" -eq 0 ]
+	printf 'four\n' >&"$w"
+	read_until four
+	exec {w}>&-
+	wait "$pid"
+	run --separate-stderr "$FSAFE" spool sp read --seq
+	[ "$output" = "$(printf '4\tfour')" ]
+	run "$FSAFE" spool sp check
+	[ "$status" -eq 0 ]
 }

@@ -29,7 +29,7 @@ static const char *const spool_dirs[] = { ".", SP, SP "/quarantine", NULL };
    old name in again, under a fresh suffix), and the bytes cut from a
    segment (SEGMENT@OFFSET, again with a suffix when a cut repeats it). */
 static const char *const spool_known[] = {
-	SP, "cursor", "quarantine", NAME(01), NAME(02), NAME(03), NAME(04),
+	SP, "cursor", "head", "quarantine", NAME(01), NAME(02), NAME(03), NAME(04),
 	NAME(05), NAME(06), NAME(07), NAME(08), NAME(09), NAME(03) ".1",
 	NAME(01) "@*", NAME(02) "@*", NAME(03) "@*", NAME(04) "@*",
 	NAME(05) "@*", NAME(06) "@*", NAME(07) "@*", NAME(08) "@*",
@@ -163,6 +163,31 @@ static void run_rollover(int root, struct pw_progress *p)
 	fsafe_spool_close(s);
 }
 
+/*
+ * Two handles on one spool append in turn: each has its own open file
+ * description, so they share it as two processes do (the lock, the head,
+ * taking up the other's tail and its rollovers), in a deterministic order
+ * that both layers can cut at every call. Segments of 160 bytes: most
+ * batches roll over, the first one of the other handle's segment.
+ */
+static void run_two(int root, struct pw_progress *p)
+{
+	fsafe_spool *a = NULL, *b = NULL;
+	int r = open_sp(root, FSAFE_SPOOL_CREATE, 160, &a);
+
+	pw_returned(p, 0, r);
+	if (r == 0)
+		pw_returned(p, 1, r = open_sp(root, 0, 160, &b));
+	if (r == 0) {
+		pw_returned(p, 2, append(a, 1, 2));
+		pw_returned(p, 3, append(b, 3, 1));
+		pw_returned(p, 4, append(a, 4, 2));
+		pw_returned(p, 5, append(b, 6, 2));
+	}
+	fsafe_spool_close(b);
+	fsafe_spool_close(a);
+}
+
 static void run_ack(int root, struct pw_progress *p)
 {
 	fsafe_spool *s;
@@ -284,6 +309,15 @@ static const char *check_rollover(int root, const struct pw_progress *p,
 	return expect_run(root, 0, 0, 1, floor, 6, buf, len);
 }
 
+static const char *check_two(int root, const struct pw_progress *p,
+                             char *buf, size_t len)
+{
+	uint64_t floor = pw_done(p, 5, 0) ? 7 : pw_done(p, 4, 0) ? 5
+	                 : pw_done(p, 3, 0) ? 3 : pw_done(p, 2, 0) ? 2 : 0;
+
+	return expect_run(root, 0, 0, 1, floor, 7, buf, len);
+}
+
 static const char *check_ack(int root, const struct pw_progress *p,
                              char *buf, size_t len)
 {
@@ -321,6 +355,9 @@ const struct pw_workload pw_spool_workloads[] = {
 	{ .name = "spool: append with a rollover per batch",
 	  .dirs = spool_dirs, .known = spool_known, .run = run_rollover,
 	  .recover = recover_spool, .check = check_rollover },
+	{ .name = "spool: two handles append in turn, as two processes",
+	  .dirs = spool_dirs, .known = spool_known, .run = run_two,
+	  .recover = recover_spool, .check = check_two },
 	{ .name = "spool: ack (cursor, drop a segment), append",
 	  .dirs = spool_dirs, .known = spool_known,
 	  .setup_old = old_two_segments, .run = run_ack,

@@ -112,10 +112,14 @@ static void test_limits(void **state)
 	assert_int_equal(first, 2);
 	assert_int_equal(fsafe_spool_append(s, v, 0, &first), 0);
 	assert_int_equal(first, 3);
-	/* One process at a time. */
-	assert_int_equal(fsafe_spool_open(f->fd, "sp", NULL, &t),
-	                 -EWOULDBLOCK);
-	assert_null(t);
+	/* A second handle shares the spool: its numbers follow on. */
+	assert_int_equal(fsafe_spool_open(f->fd, "sp", NULL, &t), 0);
+	assert_int_equal(fsafe_spool_append(t, v, 1, &first), 0);
+	assert_int_equal(first, 3);
+	assert_int_equal(fsafe_spool_append(s, v, 1, &first), 0);
+	assert_int_equal(first, 4);
+	fsafe_spool_close(t);
+	t = NULL;
 	o.flags = 1u << 20;
 	assert_int_equal(fsafe_spool_open(f->fd, "x", &o, &t), -EINVAL);
 	assert_int_equal(fsafe_spool_open(f->fd, "missing", NULL, &t),
@@ -127,7 +131,7 @@ static void test_limits(void **state)
 	assert_int_equal(fsafe_spool_open(f->fd, "sp", &o, &t), 0);
 	struct fsafe_spool_stat st = { .size = 0 };
 	assert_int_equal(fsafe_spool_stat(t, &st), 0);
-	assert_int_equal(st.next_seq, 3);
+	assert_int_equal(st.next_seq, 5);
 	fsafe_spool_close(t);
 }
 
