@@ -20,8 +20,8 @@ class Spool {
     this._readers = new Set();
   }
 
-  // Spool.open(path, { create, readOnly }) -> Promise<Spool>. One process
-  // opens a spool at a time (EAGAIN for a second).
+  // Spool.open(path, { create, readOnly }) -> Promise<Spool>. Any number
+  // of handles and processes append at once beside one reader that acks.
   static async open(path, { create = false, readOnly = false } = {}) {
     const dir = toPath(path);
     const flags = (create ? native.flags.SPOOL_CREATE : 0) |
