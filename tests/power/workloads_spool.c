@@ -29,8 +29,8 @@ static const char *const spool_dirs[] = { ".", SP, SP "/quarantine", NULL };
    old name in again, under a fresh suffix), and the bytes cut from a
    segment (SEGMENT@OFFSET, again with a suffix when a cut repeats it). */
 static const char *const spool_known[] = {
-	SP, "cursor", "head", "quarantine", NAME(01), NAME(02), NAME(03), NAME(04),
-	NAME(05), NAME(06), NAME(07), NAME(08), NAME(09), NAME(03) ".1",
+	SP, "cursor", "head", "id", "quarantine", NAME(01), NAME(02), NAME(03),
+	NAME(04), NAME(05), NAME(06), NAME(07), NAME(08), NAME(09), NAME(03) ".1",
 	NAME(01) "@*", NAME(02) "@*", NAME(03) "@*", NAME(04) "@*",
 	NAME(05) "@*", NAME(06) "@*", NAME(07) "@*", NAME(08) "@*",
 	NAME(09) "@*", NULL,
