@@ -34,6 +34,7 @@ struct fsafe_nats_sink {
 	uint64_t first, n;  /* its sequence numbers: first .. first+n-1 */
 	unsigned char *acked; /* one flag per record */
 	uint64_t nacked;
+	uint64_t duplicates; /* acknowledgements of records the stream had */
 	char ack_error[160]; /* the first negative acknowledgement */
 };
 
@@ -74,6 +75,8 @@ static void on_ack(jsCtx *js, natsMsg *m, jsPubAck *pa, jsPubAckErr *pae,
 	(void)js;
 	pthread_mutex_lock(&k->mu);
 	if (msg_seq(k, m, &seq) && seq >= k->first && seq - k->first < k->n) {
+		if (pa && pa->Duplicate)
+			k->duplicates++;
 		if (pa && !k->acked[seq - k->first]) {
 			k->acked[seq - k->first] = 1;
 			k->nacked++;
@@ -134,6 +137,14 @@ void fsafe_nats_sink_free(fsafe_nats_sink *k)
 	free(k->subject);
 	free(k->stream);
 	free(k);
+}
+
+uint64_t fsafe_nats_sink_duplicates(fsafe_nats_sink *k)
+{
+	pthread_mutex_lock(&k->mu);
+	uint64_t n = k->duplicates;
+	pthread_mutex_unlock(&k->mu);
+	return n;
 }
 
 const char *fsafe_nats_sink_message(const fsafe_nats_sink *k)

@@ -107,7 +107,8 @@ static int parse(int argc, char **argv, struct fwd_args *a, const char **dir)
 	return CLI_CONTINUE;
 }
 
-static void summary(fsafe_forward *fw, const struct status *s)
+static void summary(fsafe_forward *fw, fsafe_nats_sink *k,
+                    const struct status *s)
 {
 	struct fsafe_forward_stat st = FSAFE_FORWARD_STAT_INIT;
 
@@ -116,8 +117,10 @@ static void summary(fsafe_forward *fw, const struct status *s)
 	if (s->tty)
 		fputc('\n', stderr);
 	fprintf(stderr, "forwarded %" PRIu64 " records (%" PRIu64 " bytes) in "
-	        "%" PRIu64 " batches, %" PRIu64 " retries; lag %" PRIu64 "\n",
-	        st.records, st.bytes, st.batches, st.retries, st.lag);
+	        "%" PRIu64 " batches, %" PRIu64 " retries; lag %" PRIu64
+	        "; %" PRIu64 " duplicates suppressed by the stream\n",
+	        st.records, st.bytes, st.batches, st.retries, st.lag,
+	        fsafe_nats_sink_duplicates(k));
 }
 
 static int forward(fsafe_spool *sp, fsafe_nats_sink *k, const char *dir,
@@ -137,7 +140,7 @@ static int forward(fsafe_spool *sp, fsafe_nats_sink *k, const char *dir,
 	int r = fsafe_forward_open(sp, &sink, &o, &fw);
 	if (r == 0) {
 		r = fsafe_forward_run(fw, c);
-		summary(fw, &s);
+		summary(fw, k, &s);
 		fsafe_forward_close(fw);
 	}
 	if (r == -ECANCELED && cli_signal_caught())

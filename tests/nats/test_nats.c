@@ -119,6 +119,9 @@ static void test_round_trip(void **state)
 	assert_int_equal(st.records, 2000);
 	assert_int_equal(st.retries, 2);
 	assert_int_equal(st.cursor, 2001);
+	/* The two batches sent again: every record of them acknowledged as
+	   one the stream already held. */
+	assert_int_equal(fsafe_nats_sink_duplicates(k), 200);
 	fsafe_forward_close(fw);
 	fsafe_nats_sink_free(k);
 	fsafe_spool_close(s);

@@ -52,6 +52,11 @@ FSAFE_NATS_API int fsafe_nats_sink_new(const char *url, const char *subject,
 FSAFE_NATS_API struct fsafe_forward_sink
 fsafe_nats_sink_callbacks(fsafe_nats_sink *k);
 
+/* Acknowledgements so far that said the stream already held the record
+   (sent again after a crash, a lost acknowledgement or a retry, and
+   stored once: the duplicates the message names suppressed). */
+FSAFE_NATS_API uint64_t fsafe_nats_sink_duplicates(fsafe_nats_sink *k);
+
 /* Why the last call failed, in words ("" when it did not). */
 FSAFE_NATS_API const char *fsafe_nats_sink_message(const fsafe_nats_sink *k);
 
