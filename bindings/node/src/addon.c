@@ -28,6 +28,12 @@ napi_value fsafe_node_result(napi_env env, int code,
 	return obj;
 }
 
+napi_status fsafe_node_args(napi_env env, napi_callback_info info, size_t n,
+                            napi_value *argv)
+{
+	return napi_get_cb_info(env, info, &n, argv, NULL, NULL);
+}
+
 char *fsafe_node_string(napi_env env, napi_value v)
 {
 	size_t len;

@@ -28,6 +28,11 @@
 napi_value fsafe_node_result(napi_env env, int code,
                              const struct fsafe_error *err);
 
+/* The first `n` arguments of a call into `argv` (undefined where the
+   caller passed fewer). */
+napi_status fsafe_node_args(napi_env env, napi_callback_info info, size_t n,
+                            napi_value *argv);
+
 /* A string argument copied to the heap (free() it); NULL on failure with a
    JS exception pending. */
 char *fsafe_node_string(napi_env env, napi_value v);

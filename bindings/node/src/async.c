@@ -127,11 +127,11 @@ static struct engine *engine_get(napi_env env)
    a result object. */
 static napi_value submit(napi_env env, napi_callback_info info)
 {
-	size_t argc = 4, len;
+	size_t len;
 	napi_value argv[4], promise;
 	void *buf;
 	uint32_t flags, mode;
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+	NAPI_OK(fsafe_node_args(env, info, 4, argv));
 	NAPI_OK(napi_get_buffer_info(env, argv[1], &buf, &len));
 	NAPI_OK(napi_get_value_uint32(env, argv[2], &flags));
 	NAPI_OK(napi_get_value_uint32(env, argv[3], &mode));

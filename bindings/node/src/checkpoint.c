@@ -233,10 +233,9 @@ static struct cp_call *call_new(napi_env env, enum cp_op op)
 /* checkpointOpen(path, flags, keep, revision) -> Promise<{handle, unclean}>. */
 static napi_value cp_open(napi_env env, napi_callback_info info)
 {
-	size_t argc = 4;
 	napi_value argv[4];
 	uint32_t flags, keep;
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+	NAPI_OK(fsafe_node_args(env, info, 4, argv));
 	NAPI_OK(napi_get_value_uint32(env, argv[1], &flags));
 	NAPI_OK(napi_get_value_uint32(env, argv[2], &keep));
 	struct cp_call *c = call_new(env, OPEN);
@@ -291,11 +290,10 @@ static bool copy_files(napi_env env, napi_value arr, struct cp_call *c)
    (flags) | GENERATIONS | CLOSE. */
 static napi_value cp_op(napi_env env, napi_callback_info info)
 {
-	size_t argc = 4;
 	napi_value argv[4];
 	uint32_t op;
 	double gen;
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+	NAPI_OK(fsafe_node_args(env, info, 4, argv));
 	struct cp_handle *h = pool_external(env, argv[0]);
 	if (!h)
 		return NULL;

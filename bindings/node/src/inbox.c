@@ -214,10 +214,9 @@ static struct inbox_call *call_new(napi_env env, enum inbox_op op)
 /* inboxOpen(path, flags) -> Promise<handle>. */
 static napi_value inbox_open(napi_env env, napi_callback_info info)
 {
-	size_t argc = 2;
 	napi_value argv[2];
 	uint32_t flags;
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+	NAPI_OK(fsafe_node_args(env, info, 2, argv));
 	NAPI_OK(napi_get_value_uint32(env, argv[1], &flags));
 	struct inbox_call *c = call_new(env, OPEN);
 	if (!c)
@@ -238,12 +237,11 @@ static napi_value inbox_open(napi_env env, napi_callback_info info)
    RECOVER stageAgeMs. */
 static napi_value inbox_op(napi_env env, napi_callback_info info)
 {
-	size_t argc = 3;
 	napi_value argv[3];
 	uint32_t op;
 	napi_valuetype t;
 	void *p;
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+	NAPI_OK(fsafe_node_args(env, info, 3, argv));
 	struct inbox_handle *h = pool_external(env, argv[0]);
 	if (!h)
 		return NULL;
@@ -289,10 +287,9 @@ static napi_value inbox_op(napi_env env, napi_callback_info info)
    RELEASE id | RELEASE_ALL | CONSUMER_CLOSE. */
 static napi_value consumer_op(napi_env env, napi_callback_info info)
 {
-	size_t argc = 3;
 	napi_value argv[3];
 	uint32_t op;
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+	NAPI_OK(fsafe_node_args(env, info, 3, argv));
 	struct consumer_handle *ch = pool_external(env, argv[0]);
 	if (!ch)
 		return NULL;
@@ -326,9 +323,8 @@ static napi_value consumer_op(napi_env env, napi_callback_info info)
 /* inboxClose(handle): the JS side closes the consumers first. */
 static napi_value inbox_close(napi_env env, napi_callback_info info)
 {
-	size_t argc = 1;
 	napi_value argv[1];
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+	NAPI_OK(fsafe_node_args(env, info, 1, argv));
 	struct inbox_handle *h = pool_external(env, argv[0]);
 	if (!h)
 		return NULL;

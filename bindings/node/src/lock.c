@@ -61,11 +61,10 @@ static void release_acquire(struct pool_call *c)
 /* lockAcquire(path, flags, timeoutMs) -> Promise<handle>. */
 static napi_value lock_acquire(napi_env env, napi_callback_info info)
 {
-	size_t argc = 3;
 	napi_value argv[3];
 	uint32_t flags;
 	double timeout;
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+	NAPI_OK(fsafe_node_args(env, info, 3, argv));
 	NAPI_OK(napi_get_value_uint32(env, argv[1], &flags));
 	NAPI_OK(napi_get_value_double(env, argv[2], &timeout));
 	struct lock_call *lc = calloc(1, sizeof *lc);
@@ -105,9 +104,8 @@ static int run_release(struct pool_call *c)
 /* lockRelease(handle) -> Promise; a released handle resolves at once. */
 static napi_value lock_release(napi_env env, napi_callback_info info)
 {
-	size_t argc = 1;
 	napi_value argv[1];
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+	NAPI_OK(fsafe_node_args(env, info, 1, argv));
 	struct lock_handle *h = pool_external(env, argv[0]);
 	if (!h)
 		return NULL;
@@ -127,9 +125,8 @@ static napi_value lock_release(napi_env env, napi_callback_info info)
 /* lockBroken(handle) -> number of dead locks this acquisition broke. */
 static napi_value lock_broken(napi_env env, napi_callback_info info)
 {
-	size_t argc = 1;
 	napi_value argv[1], out;
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+	NAPI_OK(fsafe_node_args(env, info, 1, argv));
 	struct lock_handle *h = pool_external(env, argv[0]);
 	if (!h)
 		return NULL;

@@ -216,10 +216,9 @@ static struct spool_call *call_new(napi_env env, enum spool_op op)
 /* spoolOpen(path, flags) -> Promise<handle>. */
 static napi_value spool_open(napi_env env, napi_callback_info info)
 {
-	size_t argc = 2;
 	napi_value argv[2];
 	uint32_t flags;
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+	NAPI_OK(fsafe_node_args(env, info, 2, argv));
 	NAPI_OK(napi_get_value_uint32(env, argv[1], &flags));
 	struct spool_call *c = call_new(env, OPEN);
 	if (!c)
@@ -278,11 +277,10 @@ static bool copy_records(napi_env env, napi_value arr, struct spool_call *c)
    STAT. */
 static napi_value spool_op(napi_env env, napi_callback_info info)
 {
-	size_t argc = 3;
 	napi_value argv[3];
 	uint32_t op;
 	double num = 0;
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+	NAPI_OK(fsafe_node_args(env, info, 3, argv));
 	struct spool_handle *h = open_spool(env, argv[0]);
 	if (!h)
 		return NULL;
@@ -318,9 +316,8 @@ fail:
 /* spoolNext(spoolHandle, readerHandle) -> Promise<[[seq, Buffer]...]>. */
 static napi_value spool_next(napi_env env, napi_callback_info info)
 {
-	size_t argc = 2;
 	napi_value argv[2];
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+	NAPI_OK(fsafe_node_args(env, info, 2, argv));
 	struct spool_handle *h = open_spool(env, argv[0]);
 	struct reader_handle *rh = h ? pool_external(env, argv[1]) : NULL;
 	if (!rh)
@@ -341,9 +338,8 @@ static napi_value spool_next(napi_env env, napi_callback_info info)
    for the spool's last call and closes readers first. */
 static napi_value spool_reader_close(napi_env env, napi_callback_info info)
 {
-	size_t argc = 1;
 	napi_value argv[1];
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+	NAPI_OK(fsafe_node_args(env, info, 1, argv));
 	struct reader_handle *rh = pool_external(env, argv[0]);
 	if (!rh)
 		return NULL;
@@ -354,9 +350,8 @@ static napi_value spool_reader_close(napi_env env, napi_callback_info info)
 
 static napi_value spool_close(napi_env env, napi_callback_info info)
 {
-	size_t argc = 1;
 	napi_value argv[1];
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+	NAPI_OK(fsafe_node_args(env, info, 1, argv));
 	struct spool_handle *h = pool_external(env, argv[0]);
 	if (!h)
 		return NULL;

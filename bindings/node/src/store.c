@@ -166,11 +166,10 @@ static void *dup_buffer(napi_env env, napi_value v, size_t *len)
 /* storeOpen(path, flags, writeFlags, mode, lockTimeoutMs) -> Promise<handle>. */
 static napi_value store_open(napi_env env, napi_callback_info info)
 {
-	size_t argc = 5;
 	napi_value argv[5];
 	uint32_t flags, wflags, mode;
 	double timeout;
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+	NAPI_OK(fsafe_node_args(env, info, 5, argv));
 	NAPI_OK(napi_get_value_uint32(env, argv[1], &flags));
 	NAPI_OK(napi_get_value_uint32(env, argv[2], &wflags));
 	NAPI_OK(napi_get_value_uint32(env, argv[3], &mode));
@@ -207,10 +206,9 @@ static struct store_handle *open_handle(napi_env env, napi_value v)
 /* storeOp(handle, op, key, value, expected): PUT/GET/DELETE/LIST. */
 static napi_value store_op(napi_env env, napi_callback_info info)
 {
-	size_t argc = 5;
 	napi_value argv[5];
 	uint32_t op;
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+	NAPI_OK(fsafe_node_args(env, info, 5, argv));
 	struct store_handle *h = open_handle(env, argv[0]);
 	if (!h)
 		return NULL;
@@ -241,9 +239,8 @@ fail:
 /* storeClose(handle): the JS side waits for the handle's last call. */
 static napi_value store_close(napi_env env, napi_callback_info info)
 {
-	size_t argc = 1;
 	napi_value argv[1];
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+	NAPI_OK(fsafe_node_args(env, info, 1, argv));
 	struct store_handle *h = pool_external(env, argv[0]);
 	if (!h)
 		return NULL;

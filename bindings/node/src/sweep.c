@@ -49,10 +49,9 @@ static napi_value cancel_token(napi_env env, napi_callback_info info)
    while a pool thread sweeps. */
 static napi_value cancel(napi_env env, napi_callback_info info)
 {
-	size_t argc = 1;
 	napi_value argv[1];
 	void *c;
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+	NAPI_OK(fsafe_node_args(env, info, 1, argv));
 	NAPI_OK(napi_get_value_external(env, argv[0], &c));
 	fsafe_cancel_request(c);
 	return NULL;
@@ -107,10 +106,9 @@ static void done(napi_env env, napi_status status, void *data)
 /* sweep(directory, olderThanMs, token) -> Promise<{error, names}>. */
 static napi_value sweep(napi_env env, napi_callback_info info)
 {
-	size_t argc = 3;
 	napi_value argv[3], promise, name;
 	double ms;
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+	NAPI_OK(fsafe_node_args(env, info, 3, argv));
 	NAPI_OK(napi_get_value_double(env, argv[1], &ms));
 	struct sweep_job *j = calloc(1, sizeof *j);
 	if (!j) {

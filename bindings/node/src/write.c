@@ -6,9 +6,8 @@
 
 static napi_value is_staging_name(napi_env env, napi_callback_info info)
 {
-	size_t argc = 1;
 	napi_value argv[1], out;
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+	NAPI_OK(fsafe_node_args(env, info, 1, argv));
 	char *name = fsafe_node_string(env, argv[0]);
 	if (!name)
 		return NULL;
@@ -22,11 +21,11 @@ static napi_value is_staging_name(napi_env env, napi_callback_info info)
    thread, as fs.writeFileSync is. */
 static napi_value write_sync(napi_env env, napi_callback_info info)
 {
-	size_t argc = 4, len;
+	size_t len;
 	napi_value argv[4], out;
 	void *buf;
 	uint32_t flags, mode;
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+	NAPI_OK(fsafe_node_args(env, info, 4, argv));
 	NAPI_OK(napi_get_buffer_info(env, argv[1], &buf, &len));
 	NAPI_OK(napi_get_value_uint32(env, argv[2], &flags));
 	NAPI_OK(napi_get_value_uint32(env, argv[3], &mode));

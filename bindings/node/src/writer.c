@@ -129,10 +129,9 @@ static struct handle *live_handle(napi_env env, napi_value v)
 /* writerOpen(path, flags, mode) -> Promise<handle>. */
 static napi_value writer_open(napi_env env, napi_callback_info info)
 {
-	size_t argc = 3;
 	napi_value argv[3];
 	uint32_t flags, mode;
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+	NAPI_OK(fsafe_node_args(env, info, 3, argv));
 	NAPI_OK(napi_get_value_uint32(env, argv[1], &flags));
 	NAPI_OK(napi_get_value_uint32(env, argv[2], &mode));
 	struct job *j = job_new(env, OP_OPEN);
@@ -155,10 +154,9 @@ static napi_value writer_open(napi_env env, napi_callback_info info)
 /* writerWrite(handle, buffer) -> Promise; the buffer is held until done. */
 static napi_value writer_write(napi_env env, napi_callback_info info)
 {
-	size_t argc = 2;
 	napi_value argv[2];
 	void *buf;
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+	NAPI_OK(fsafe_node_args(env, info, 2, argv));
 	struct handle *h = live_handle(env, argv[0]);
 	if (!h)
 		return NULL;
@@ -178,9 +176,8 @@ static napi_value writer_write(napi_env env, napi_callback_info info)
 /* writerCommit(handle) -> Promise. */
 static napi_value writer_commit(napi_env env, napi_callback_info info)
 {
-	size_t argc = 1;
 	napi_value argv[1];
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+	NAPI_OK(fsafe_node_args(env, info, 1, argv));
 	struct handle *h = live_handle(env, argv[0]);
 	if (!h)
 		return NULL;
@@ -198,10 +195,9 @@ static napi_value writer_commit(napi_env env, napi_callback_info info)
 /* writerAbort(handle): discard now; a no-op on a finished handle. */
 static napi_value writer_abort(napi_env env, napi_callback_info info)
 {
-	size_t argc = 1;
 	napi_value argv[1];
 	struct handle *h;
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+	NAPI_OK(fsafe_node_args(env, info, 1, argv));
 	NAPI_OK(napi_get_value_external(env, argv[0], (void **)&h));
 	fsafe_writer_abort(h->w);
 	h->w = NULL;
