@@ -216,20 +216,6 @@ static void release(struct pool_call *pc)
 	free(c);
 }
 
-static struct cp_call *call_new(napi_env env, enum cp_op op)
-{
-	struct cp_call *c = calloc(1, sizeof *c);
-	if (!c) {
-		napi_throw_error(env, "ENOMEM", "out of memory");
-		return NULL;
-	}
-	c->op = op;
-	c->call.run = run;
-	c->call.value = value;
-	c->call.release = release;
-	return c;
-}
-
 /* checkpointOpen(path, flags, keep, revision) -> Promise<{handle, unclean}>. */
 static napi_value cp_open(napi_env env, napi_callback_info info)
 {
@@ -238,9 +224,11 @@ static napi_value cp_open(napi_env env, napi_callback_info info)
 	NAPI_OK(fsafe_node_args(env, info, 4, argv));
 	NAPI_OK(napi_get_value_uint32(env, argv[1], &flags));
 	NAPI_OK(napi_get_value_uint32(env, argv[2], &keep));
-	struct cp_call *c = call_new(env, OPEN);
+	struct cp_call *c = pool_call_new(env, sizeof *c, run, value,
+	                                  release);
 	if (!c)
 		return NULL;
+	c->op = OPEN;
 	if (!(c->h = calloc(1, sizeof *c->h)) ||
 	    !(c->path = fsafe_node_string(env, argv[0])) ||
 	    !(c->revision = fsafe_node_string(env, argv[3]))) {
@@ -306,9 +294,11 @@ static napi_value cp_op(napi_env env, napi_callback_info info)
 		napi_throw_range_error(env, NULL, "bad checkpoint operation");
 		return NULL;
 	}
-	struct cp_call *c = call_new(env, (enum cp_op)op);
+	struct cp_call *c = pool_call_new(env, sizeof *c, run, value,
+	                                  release);
 	if (!c)
 		return NULL;
+	c->op = (enum cp_op)op;
 	c->h = h;
 	c->call.error = &h->error;
 	bool ok = true;

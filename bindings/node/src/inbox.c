@@ -197,20 +197,6 @@ static void release(struct pool_call *pc)
 	free(c);
 }
 
-static struct inbox_call *call_new(napi_env env, enum inbox_op op)
-{
-	struct inbox_call *c = calloc(1, sizeof *c);
-	if (!c) {
-		napi_throw_error(env, "ENOMEM", "out of memory");
-		return NULL;
-	}
-	c->op = op;
-	c->call.run = run;
-	c->call.value = value;
-	c->call.release = release;
-	return c;
-}
-
 /* inboxOpen(path, flags) -> Promise<handle>. */
 static napi_value inbox_open(napi_env env, napi_callback_info info)
 {
@@ -218,9 +204,11 @@ static napi_value inbox_open(napi_env env, napi_callback_info info)
 	uint32_t flags;
 	NAPI_OK(fsafe_node_args(env, info, 2, argv));
 	NAPI_OK(napi_get_value_uint32(env, argv[1], &flags));
-	struct inbox_call *c = call_new(env, OPEN);
+	struct inbox_call *c = pool_call_new(env, sizeof *c, run, value,
+	                                     release);
 	if (!c)
 		return NULL;
+	c->op = OPEN;
 	if (!(c->h = calloc(1, sizeof *c->h)) ||
 	    !(c->str = fsafe_node_string(env, argv[0]))) {
 		release(&c->call);
@@ -254,9 +242,11 @@ static napi_value inbox_op(napi_env env, napi_callback_info info)
 		napi_throw_range_error(env, NULL, "bad inbox operation");
 		return NULL;
 	}
-	struct inbox_call *c = call_new(env, (enum inbox_op)op);
+	struct inbox_call *c = pool_call_new(env, sizeof *c, run, value,
+	                                     release);
 	if (!c)
 		return NULL;
+	c->op = (enum inbox_op)op;
 	c->h = h;
 	c->call.error = &h->error;
 	bool ok = true;
@@ -302,9 +292,11 @@ static napi_value consumer_op(napi_env env, napi_callback_info info)
 		napi_throw(env, fsafe_node_result(env, -EBADF, NULL));
 		return NULL;
 	}
-	struct inbox_call *c = call_new(env, (enum inbox_op)op);
+	struct inbox_call *c = pool_call_new(env, sizeof *c, run, value,
+	                                     release);
 	if (!c)
 		return NULL;
+	c->op = (enum inbox_op)op;
 	c->ch = ch;
 	c->call.error = &ch->ib->error;
 	bool ok = true;

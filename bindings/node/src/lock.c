@@ -67,17 +67,15 @@ static napi_value lock_acquire(napi_env env, napi_callback_info info)
 	NAPI_OK(fsafe_node_args(env, info, 3, argv));
 	NAPI_OK(napi_get_value_uint32(env, argv[1], &flags));
 	NAPI_OK(napi_get_value_double(env, argv[2], &timeout));
-	struct lock_call *lc = calloc(1, sizeof *lc);
-	if (lc)
-		lc->h = calloc(1, sizeof *lc->h);
-	if (!lc || !lc->h) {
+	struct lock_call *lc = pool_call_new(env, sizeof *lc, run_acquire,
+	                                     acquired, release_acquire);
+	if (!lc)
+		return NULL;
+	if (!(lc->h = calloc(1, sizeof *lc->h))) {
 		free(lc);
 		napi_throw_error(env, "ENOMEM", "out of memory");
 		return NULL;
 	}
-	lc->call.run = run_acquire;
-	lc->call.value = acquired;
-	lc->call.release = release_acquire;
 	lc->call.error = &lc->h->error;
 	lc->opts = (struct fsafe_lock_opts)FSAFE_LOCK_OPTS_INIT;
 	lc->opts.flags = flags;
@@ -109,12 +107,10 @@ static napi_value lock_release(napi_env env, napi_callback_info info)
 	struct lock_handle *h = pool_external(env, argv[0]);
 	if (!h)
 		return NULL;
-	struct release_call *rc = calloc(1, sizeof *rc);
-	if (!rc) {
-		napi_throw_error(env, "ENOMEM", "out of memory");
+	struct release_call *rc = pool_call_new(env, sizeof *rc, run_release,
+	                                        NULL, NULL);
+	if (!rc)
 		return NULL;
-	}
-	rc->call.run = run_release;
 	/* the handle's error pointer is the one the lock kept */
 	rc->call.error = &h->error;
 	rc->lock = h->lock;

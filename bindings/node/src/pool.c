@@ -43,6 +43,22 @@ static void done(napi_env env, napi_status status, void *data)
 	release(c);
 }
 
+void *pool_call_new(napi_env env, size_t size,
+                    int (*run)(struct pool_call *c),
+                    napi_value (*value)(napi_env env, struct pool_call *c),
+                    void (*release)(struct pool_call *c))
+{
+	struct pool_call *c = calloc(1, size);
+	if (!c) {
+		napi_throw_error(env, "ENOMEM", "out of memory");
+		return NULL;
+	}
+	c->run = run;
+	c->value = value;
+	c->release = release;
+	return c;
+}
+
 napi_value pool_queue(napi_env env, const char *name, struct pool_call *c,
                       napi_value keep)
 {

@@ -23,6 +23,14 @@ struct pool_call {
 	napi_ref keep;             /* kept alive while the call runs */
 };
 
+/* A zeroed call of `size` bytes (a struct that starts with struct
+   pool_call) with its run, value and release set; NULL with an exception
+   pending. */
+void *pool_call_new(napi_env env, size_t size,
+                    int (*run)(struct pool_call *c),
+                    napi_value (*value)(napi_env env, struct pool_call *c),
+                    void (*release)(struct pool_call *c));
+
 /* Queue `c`, keeping `keep` (a handle, a buffer; may be NULL) alive until
    it settles. The promise, or NULL with an exception pending (`c` is
    released then). */

@@ -199,20 +199,6 @@ static void release(struct pool_call *pc)
 	free(c);
 }
 
-static struct spool_call *call_new(napi_env env, enum spool_op op)
-{
-	struct spool_call *c = calloc(1, sizeof *c);
-	if (!c) {
-		napi_throw_error(env, "ENOMEM", "out of memory");
-		return NULL;
-	}
-	c->op = op;
-	c->call.run = run;
-	c->call.value = value;
-	c->call.release = release;
-	return c;
-}
-
 /* spoolOpen(path, flags) -> Promise<handle>. */
 static napi_value spool_open(napi_env env, napi_callback_info info)
 {
@@ -220,9 +206,11 @@ static napi_value spool_open(napi_env env, napi_callback_info info)
 	uint32_t flags;
 	NAPI_OK(fsafe_node_args(env, info, 2, argv));
 	NAPI_OK(napi_get_value_uint32(env, argv[1], &flags));
-	struct spool_call *c = call_new(env, OPEN);
+	struct spool_call *c = pool_call_new(env, sizeof *c, run, value,
+	                                     release);
 	if (!c)
 		return NULL;
+	c->op = OPEN;
 	if (!(c->h = calloc(1, sizeof *c->h)) ||
 	    !(c->path = fsafe_node_string(env, argv[0]))) {
 		release(&c->call);
@@ -289,9 +277,11 @@ static napi_value spool_op(napi_env env, napi_callback_info info)
 		napi_throw_range_error(env, NULL, "bad spool operation");
 		return NULL;
 	}
-	struct spool_call *c = call_new(env, (enum spool_op)op);
+	struct spool_call *c = pool_call_new(env, sizeof *c, run, value,
+	                                     release);
 	if (!c)
 		return NULL;
+	c->op = (enum spool_op)op;
 	c->h = h;
 	c->call.error = &h->error;
 	if (op == APPEND && !copy_records(env, argv[2], c))
@@ -326,9 +316,11 @@ static napi_value spool_next(napi_env env, napi_callback_info info)
 		napi_throw(env, fsafe_node_result(env, -EBADF, NULL));
 		return NULL;
 	}
-	struct spool_call *c = call_new(env, NEXT);
+	struct spool_call *c = pool_call_new(env, sizeof *c, run, value,
+	                                     release);
 	if (!c)
 		return NULL;
+	c->op = NEXT;
 	c->rh = rh;
 	c->call.error = &h->error;
 	return pool_queue(env, "fsafe.Spool.read", &c->call, argv[1]);

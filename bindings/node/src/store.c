@@ -136,20 +136,6 @@ static void release(struct pool_call *c)
 	free(s);
 }
 
-static struct store_call *call_new(napi_env env, enum store_op op)
-{
-	struct store_call *s = calloc(1, sizeof *s);
-	if (!s) {
-		napi_throw_error(env, "ENOMEM", "out of memory");
-		return NULL;
-	}
-	s->op = op;
-	s->call.run = run;
-	s->call.value = value;
-	s->call.release = release;
-	return s;
-}
-
 /* A heap copy of a Buffer argument (at least one byte allocated). */
 static void *dup_buffer(napi_env env, napi_value v, size_t *len)
 {
@@ -174,9 +160,11 @@ static napi_value store_open(napi_env env, napi_callback_info info)
 	NAPI_OK(napi_get_value_uint32(env, argv[2], &wflags));
 	NAPI_OK(napi_get_value_uint32(env, argv[3], &mode));
 	NAPI_OK(napi_get_value_double(env, argv[4], &timeout));
-	struct store_call *s = call_new(env, OPEN);
+	struct store_call *s = pool_call_new(env, sizeof *s, run, value,
+	                                     release);
 	if (!s)
 		return NULL;
+	s->op = OPEN;
 	if (!(s->h = calloc(1, sizeof *s->h)) ||
 	    !(s->path = fsafe_node_string(env, argv[0]))) {
 		release(&s->call);
@@ -217,9 +205,11 @@ static napi_value store_op(napi_env env, napi_callback_info info)
 		napi_throw_range_error(env, NULL, "bad store operation");
 		return NULL;
 	}
-	struct store_call *s = call_new(env, (enum store_op)op);
+	struct store_call *s = pool_call_new(env, sizeof *s, run, value,
+	                                     release);
 	if (!s)
 		return NULL;
+	s->op = (enum store_op)op;
 	s->h = h;
 	s->call.error = &h->error;
 	if (op != LIST && !(s->key = dup_buffer(env, argv[2], &s->keylen)))
