@@ -34,6 +34,14 @@ napi_status fsafe_node_args(napi_env env, napi_callback_info info, size_t n,
 	return napi_get_cb_info(env, info, &n, argv, NULL, NULL);
 }
 
+void *fsafe_node_alloc(napi_env env, size_t size)
+{
+	void *p = calloc(1, size);
+	if (!p)
+		napi_throw_error(env, "ENOMEM", "out of memory");
+	return p;
+}
+
 char *fsafe_node_string(napi_env env, napi_value v)
 {
 	size_t len;

@@ -33,6 +33,9 @@ napi_value fsafe_node_result(napi_env env, int code,
 napi_status fsafe_node_args(napi_env env, napi_callback_info info, size_t n,
                             napi_value *argv);
 
+/* calloc(1, size), or NULL with an ENOMEM error thrown. */
+void *fsafe_node_alloc(napi_env env, size_t size);
+
 /* A string argument copied to the heap (free() it); NULL on failure with a
    JS exception pending. */
 char *fsafe_node_string(napi_env env, napi_value v);

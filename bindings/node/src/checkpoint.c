@@ -216,32 +216,38 @@ static void release(struct pool_call *pc)
 	free(c);
 }
 
-/* checkpointOpen(path, flags, keep, revision) -> Promise<{handle, unclean}>. */
-static napi_value cp_open(napi_env env, napi_callback_info info)
+/* argv[2] keep, argv[3] revision. */
+static struct pool_call *open_call(napi_env env, char *path, uint32_t flags,
+                                   const napi_value *argv)
 {
-	napi_value argv[4];
-	uint32_t flags, keep;
-	NAPI_OK(fsafe_node_args(env, info, 4, argv));
-	NAPI_OK(napi_get_value_uint32(env, argv[1], &flags));
-	NAPI_OK(napi_get_value_uint32(env, argv[2], &keep));
+	uint32_t keep;
 	struct cp_call *c = pool_call_new(env, sizeof *c, run, value,
 	                                  release);
-	if (!c)
+	if (!c) {
+		free(path);
 		return NULL;
+	}
 	c->op = OPEN;
-	if (!(c->h = calloc(1, sizeof *c->h)) ||
-	    !(c->path = fsafe_node_string(env, argv[0])) ||
+	c->path = path;
+	c->opts = (struct fsafe_checkpoint_opts)FSAFE_CHECKPOINT_OPTS_INIT;
+	if (napi_get_value_uint32(env, argv[2], &keep) != napi_ok ||
+	    !(c->h = fsafe_node_alloc(env, sizeof *c->h)) ||
 	    !(c->revision = fsafe_node_string(env, argv[3]))) {
 		release(&c->call);
 		return NULL;
 	}
-	c->opts = (struct fsafe_checkpoint_opts)FSAFE_CHECKPOINT_OPTS_INIT;
 	c->opts.flags = flags;
 	c->opts.keep = keep;
 	c->opts.revision = c->revision; /* read by the open */
 	c->opts.error = &c->h->error;   /* kept by the handle */
 	c->call.error = &c->h->error;
-	return pool_queue(env, "fsafe.Checkpoint.open", &c->call, NULL);
+	return &c->call;
+}
+
+/* checkpointOpen(path, flags, keep, revision) -> Promise<{handle, unclean}>. */
+static napi_value cp_open(napi_env env, napi_callback_info info)
+{
+	return pool_open(env, info, 4, "fsafe.Checkpoint.open", open_call);
 }
 
 /* Copies of [[name, Buffer]...]; false with an exception pending. */

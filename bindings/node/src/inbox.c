@@ -197,20 +197,19 @@ static void release(struct pool_call *pc)
 	free(c);
 }
 
-/* inboxOpen(path, flags) -> Promise<handle>. */
-static napi_value inbox_open(napi_env env, napi_callback_info info)
+static struct pool_call *open_call(napi_env env, char *path, uint32_t flags,
+                                   const napi_value *argv)
 {
-	napi_value argv[2];
-	uint32_t flags;
-	NAPI_OK(fsafe_node_args(env, info, 2, argv));
-	NAPI_OK(napi_get_value_uint32(env, argv[1], &flags));
+	(void)argv;
 	struct inbox_call *c = pool_call_new(env, sizeof *c, run, value,
 	                                     release);
-	if (!c)
+	if (!c) {
+		free(path);
 		return NULL;
+	}
 	c->op = OPEN;
-	if (!(c->h = calloc(1, sizeof *c->h)) ||
-	    !(c->str = fsafe_node_string(env, argv[0]))) {
+	c->str = path;
+	if (!(c->h = fsafe_node_alloc(env, sizeof *c->h))) {
 		release(&c->call);
 		return NULL;
 	}
@@ -218,7 +217,13 @@ static napi_value inbox_open(napi_env env, napi_callback_info info)
 	c->opts.flags = flags;
 	c->opts.error = &c->h->error; /* kept by the handle and consumers */
 	c->call.error = &c->h->error;
-	return pool_queue(env, "fsafe.Inbox.open", &c->call, NULL);
+	return &c->call;
+}
+
+/* inboxOpen(path, flags) -> Promise<handle>. */
+static napi_value inbox_open(napi_env env, napi_callback_info info)
+{
+	return pool_open(env, info, 2, "fsafe.Inbox.open", open_call);
 }
 
 /* inboxOp(handle, op, arg): DELIVER Buffer | CONSUMER name|null |

@@ -199,20 +199,19 @@ static void release(struct pool_call *pc)
 	free(c);
 }
 
-/* spoolOpen(path, flags) -> Promise<handle>. */
-static napi_value spool_open(napi_env env, napi_callback_info info)
+static struct pool_call *open_call(napi_env env, char *path, uint32_t flags,
+                                   const napi_value *argv)
 {
-	napi_value argv[2];
-	uint32_t flags;
-	NAPI_OK(fsafe_node_args(env, info, 2, argv));
-	NAPI_OK(napi_get_value_uint32(env, argv[1], &flags));
+	(void)argv;
 	struct spool_call *c = pool_call_new(env, sizeof *c, run, value,
 	                                     release);
-	if (!c)
+	if (!c) {
+		free(path);
 		return NULL;
+	}
 	c->op = OPEN;
-	if (!(c->h = calloc(1, sizeof *c->h)) ||
-	    !(c->path = fsafe_node_string(env, argv[0]))) {
+	c->path = path;
+	if (!(c->h = fsafe_node_alloc(env, sizeof *c->h))) {
 		release(&c->call);
 		return NULL;
 	}
@@ -220,7 +219,13 @@ static napi_value spool_open(napi_env env, napi_callback_info info)
 	c->opts.flags = flags;
 	c->opts.error = &c->h->error; /* kept by the handle */
 	c->call.error = &c->h->error;
-	return pool_queue(env, "fsafe.Spool.open", &c->call, NULL);
+	return &c->call;
+}
+
+/* spoolOpen(path, flags) -> Promise<handle>. */
+static napi_value spool_open(napi_env env, napi_callback_info info)
+{
+	return pool_open(env, info, 2, "fsafe.Spool.open", open_call);
 }
 
 static struct spool_handle *open_spool(napi_env env, napi_value v)

@@ -149,35 +149,41 @@ static void *dup_buffer(napi_env env, napi_value v, size_t *len)
 	return copy;
 }
 
-/* storeOpen(path, flags, writeFlags, mode, lockTimeoutMs) -> Promise<handle>. */
-static napi_value store_open(napi_env env, napi_callback_info info)
+/* argv[2] writeFlags, argv[3] mode, argv[4] lockTimeoutMs. */
+static struct pool_call *open_call(napi_env env, char *path, uint32_t flags,
+                                   const napi_value *argv)
 {
-	napi_value argv[5];
-	uint32_t flags, wflags, mode;
+	uint32_t wflags, mode;
 	double timeout;
-	NAPI_OK(fsafe_node_args(env, info, 5, argv));
-	NAPI_OK(napi_get_value_uint32(env, argv[1], &flags));
-	NAPI_OK(napi_get_value_uint32(env, argv[2], &wflags));
-	NAPI_OK(napi_get_value_uint32(env, argv[3], &mode));
-	NAPI_OK(napi_get_value_double(env, argv[4], &timeout));
 	struct store_call *s = pool_call_new(env, sizeof *s, run, value,
 	                                     release);
-	if (!s)
+	if (!s) {
+		free(path);
 		return NULL;
+	}
 	s->op = OPEN;
-	if (!(s->h = calloc(1, sizeof *s->h)) ||
-	    !(s->path = fsafe_node_string(env, argv[0]))) {
+	s->path = path;
+	s->opts = (struct fsafe_store_opts)FSAFE_STORE_OPTS_INIT;
+	if (napi_get_value_uint32(env, argv[2], &wflags) != napi_ok ||
+	    napi_get_value_uint32(env, argv[3], &mode) != napi_ok ||
+	    napi_get_value_double(env, argv[4], &timeout) != napi_ok ||
+	    !(s->h = fsafe_node_alloc(env, sizeof *s->h))) {
 		release(&s->call);
 		return NULL;
 	}
-	s->opts = (struct fsafe_store_opts)FSAFE_STORE_OPTS_INIT;
 	s->opts.flags = flags;
 	s->opts.write_flags = wflags;
 	s->opts.mode = (mode_t)mode;
 	s->opts.lock_timeout_ms = timeout <= 0 ? 0 : (uint64_t)timeout;
 	s->opts.error = &s->h->error; /* kept by the handle */
 	s->call.error = &s->h->error;
-	return pool_queue(env, "fsafe.Store.open", &s->call, NULL);
+	return &s->call;
+}
+
+/* storeOpen(path, flags, writeFlags, mode, lockTimeoutMs) -> Promise<handle>. */
+static napi_value store_open(napi_env env, napi_callback_info info)
+{
+	return pool_open(env, info, 5, "fsafe.Store.open", open_call);
 }
 
 /* The open handle in `v`, or NULL with an error thrown. */
