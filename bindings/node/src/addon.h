@@ -40,19 +40,19 @@ void *fsafe_node_alloc(napi_env env, size_t size);
    JS exception pending. */
 char *fsafe_node_string(napi_env env, napi_value v);
 
-/* Register each capability's functions on `exports`. */
-napi_status fsafe_node_init_write(napi_env env, napi_value exports);
-napi_status fsafe_node_init_async(napi_env env, napi_value exports);
-napi_status fsafe_node_init_sweep(napi_env env, napi_value exports);
-napi_status fsafe_node_init_writer(napi_env env, napi_value exports);
-napi_status fsafe_node_init_lock(napi_env env, napi_value exports);
-napi_status fsafe_node_init_store(napi_env env, napi_value exports);
-napi_status fsafe_node_init_spool(napi_env env, napi_value exports);
-napi_status fsafe_node_init_inbox(napi_env env, napi_value exports);
-napi_status fsafe_node_init_checkpoint(napi_env env, napi_value exports);
+/* One native function on the module's exports. */
+struct fsafe_node_fn {
+	const char *name;
+	napi_callback fn;
+};
 
-/* Define `name` on `exports` as the native function `fn`. */
-napi_status fsafe_node_export(napi_env env, napi_value exports,
-                              const char *name, napi_callback fn);
+/* Each capability's functions, up to a {NULL, NULL}. */
+extern const struct fsafe_node_fn fsafe_node_write[], fsafe_node_async[],
+	fsafe_node_sweep[], fsafe_node_writer[], fsafe_node_lock[],
+	fsafe_node_store[], fsafe_node_spool[], fsafe_node_inbox[],
+	fsafe_node_checkpoint[];
+
+/* The library's flags and codes the JS side passes or compares. */
+napi_value fsafe_node_flags(napi_env env);
 
 #endif

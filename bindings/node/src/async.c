@@ -171,7 +171,7 @@ static napi_value submit(napi_env env, napi_callback_info info)
 	return promise;
 }
 
-napi_status fsafe_node_init_async(napi_env env, napi_value exports)
-{
-	return fsafe_node_export(env, exports, "submit", submit);
-}
+const struct fsafe_node_fn fsafe_node_async[] = {
+	{"submit", submit},
+	{NULL, NULL},
+};

@@ -323,10 +323,8 @@ static napi_value cp_op(napi_env env, napi_callback_info info)
 	return pool_queue(env, "fsafe.Checkpoint", &c->call, argv[0]);
 }
 
-napi_status fsafe_node_init_checkpoint(napi_env env, napi_value exports)
-{
-	napi_status st = fsafe_node_export(env, exports, "checkpointOpen", cp_open);
-	if (st == napi_ok)
-		st = fsafe_node_export(env, exports, "checkpointOp", cp_op);
-	return st;
-}
+const struct fsafe_node_fn fsafe_node_checkpoint[] = {
+	{"checkpointOpen", cp_open},
+	{"checkpointOp", cp_op},
+	{NULL, NULL},
+};

@@ -330,14 +330,10 @@ static napi_value inbox_close(napi_env env, napi_callback_info info)
 	return NULL;
 }
 
-napi_status fsafe_node_init_inbox(napi_env env, napi_value exports)
-{
-	napi_status st = fsafe_node_export(env, exports, "inboxOpen", inbox_open);
-	if (st == napi_ok)
-		st = fsafe_node_export(env, exports, "inboxOp", inbox_op);
-	if (st == napi_ok)
-		st = fsafe_node_export(env, exports, "consumerOp", consumer_op);
-	if (st == napi_ok)
-		st = fsafe_node_export(env, exports, "inboxClose", inbox_close);
-	return st;
-}
+const struct fsafe_node_fn fsafe_node_inbox[] = {
+	{"inboxOpen", inbox_open},
+	{"inboxOp", inbox_op},
+	{"consumerOp", consumer_op},
+	{"inboxClose", inbox_close},
+	{NULL, NULL},
+};

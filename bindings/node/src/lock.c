@@ -131,13 +131,9 @@ static napi_value lock_broken(napi_env env, napi_callback_info info)
 	return out;
 }
 
-napi_status fsafe_node_init_lock(napi_env env, napi_value exports)
-{
-	napi_status st = fsafe_node_export(env, exports, "lockAcquire",
-	                                   lock_acquire);
-	if (st == napi_ok)
-		st = fsafe_node_export(env, exports, "lockRelease", lock_release);
-	if (st == napi_ok)
-		st = fsafe_node_export(env, exports, "lockBroken", lock_broken);
-	return st;
-}
+const struct fsafe_node_fn fsafe_node_lock[] = {
+	{"lockAcquire", lock_acquire},
+	{"lockRelease", lock_release},
+	{"lockBroken", lock_broken},
+	{NULL, NULL},
+};

@@ -357,20 +357,11 @@ static napi_value spool_close(napi_env env, napi_callback_info info)
 	return NULL;
 }
 
-napi_status fsafe_node_init_spool(napi_env env, napi_value exports)
-{
-	static const struct {
-		const char *name;
-		napi_callback fn;
-	} fns[] = {
-		{"spoolOpen", spool_open},
-		{"spoolOp", spool_op},
-		{"spoolNext", spool_next},
-		{"spoolReaderClose", spool_reader_close},
-		{"spoolClose", spool_close},
-	};
-	napi_status st = napi_ok;
-	for (size_t i = 0; st == napi_ok && i < sizeof fns / sizeof fns[0]; i++)
-		st = fsafe_node_export(env, exports, fns[i].name, fns[i].fn);
-	return st;
-}
+const struct fsafe_node_fn fsafe_node_spool[] = {
+	{"spoolOpen", spool_open},
+	{"spoolOp", spool_op},
+	{"spoolNext", spool_next},
+	{"spoolReaderClose", spool_reader_close},
+	{"spoolClose", spool_close},
+	{NULL, NULL},
+};

@@ -245,12 +245,9 @@ static napi_value store_close(napi_env env, napi_callback_info info)
 	return NULL;
 }
 
-napi_status fsafe_node_init_store(napi_env env, napi_value exports)
-{
-	napi_status st = fsafe_node_export(env, exports, "storeOpen", store_open);
-	if (st == napi_ok)
-		st = fsafe_node_export(env, exports, "storeOp", store_op);
-	if (st == napi_ok)
-		st = fsafe_node_export(env, exports, "storeClose", store_close);
-	return st;
-}
+const struct fsafe_node_fn fsafe_node_store[] = {
+	{"storeOpen", store_open},
+	{"storeOp", store_op},
+	{"storeClose", store_close},
+	{NULL, NULL},
+};

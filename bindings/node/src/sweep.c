@@ -132,13 +132,9 @@ static napi_value sweep(napi_env env, napi_callback_info info)
 	return promise;
 }
 
-napi_status fsafe_node_init_sweep(napi_env env, napi_value exports)
-{
-	napi_status st = fsafe_node_export(env, exports, "cancelToken",
-	                                   cancel_token);
-	if (st == napi_ok)
-		st = fsafe_node_export(env, exports, "cancel", cancel);
-	if (st == napi_ok)
-		st = fsafe_node_export(env, exports, "sweep", sweep);
-	return st;
-}
+const struct fsafe_node_fn fsafe_node_sweep[] = {
+	{"cancelToken", cancel_token},
+	{"cancel", cancel},
+	{"sweep", sweep},
+	{NULL, NULL},
+};

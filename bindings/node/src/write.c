@@ -46,8 +46,7 @@ static napi_value write_sync(napi_env env, napi_callback_info info)
 	return fsafe_node_result(env, rc, &err);
 }
 
-/* The library's flags and codes the JS side passes or compares. */
-static napi_value flag_constants(napi_env env)
+napi_value fsafe_node_flags(napi_env env)
 {
 	static const struct {
 		const char *name;
@@ -81,16 +80,8 @@ static napi_value flag_constants(napi_env env)
 	return obj;
 }
 
-napi_status fsafe_node_init_write(napi_env env, napi_value exports)
-{
-	napi_status st = fsafe_node_export(env, exports, "isStagingName",
-	                                   is_staging_name);
-	if (st == napi_ok)
-		st = fsafe_node_export(env, exports, "writeSync", write_sync);
-	napi_value c = flag_constants(env);
-	if (st == napi_ok && !c)
-		st = napi_generic_failure;
-	if (st == napi_ok)
-		st = napi_set_named_property(env, exports, "flags", c);
-	return st;
-}
+const struct fsafe_node_fn fsafe_node_write[] = {
+	{"isStagingName", is_staging_name},
+	{"writeSync", write_sync},
+	{NULL, NULL},
+};

@@ -204,19 +204,10 @@ static napi_value writer_abort(napi_env env, napi_callback_info info)
 	return NULL;
 }
 
-napi_status fsafe_node_init_writer(napi_env env, napi_value exports)
-{
-	static const struct {
-		const char *name;
-		napi_callback fn;
-	} fns[] = {
-		{"writerOpen", writer_open},
-		{"writerWrite", writer_write},
-		{"writerCommit", writer_commit},
-		{"writerAbort", writer_abort},
-	};
-	napi_status st = napi_ok;
-	for (size_t i = 0; st == napi_ok && i < sizeof fns / sizeof fns[0]; i++)
-		st = fsafe_node_export(env, exports, fns[i].name, fns[i].fn);
-	return st;
-}
+const struct fsafe_node_fn fsafe_node_writer[] = {
+	{"writerOpen", writer_open},
+	{"writerWrite", writer_write},
+	{"writerCommit", writer_commit},
+	{"writerAbort", writer_abort},
+	{NULL, NULL},
+};
