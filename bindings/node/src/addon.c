@@ -28,6 +28,14 @@ napi_value fsafe_node_result(napi_env env, int code,
 	return obj;
 }
 
+void *fsafe_node_throw(napi_env env, int code)
+{
+	napi_value v = fsafe_node_result(env, code, NULL);
+	if (v)
+		napi_throw(env, v);
+	return NULL;
+}
+
 napi_status fsafe_node_args(napi_env env, napi_callback_info info, size_t n,
                             napi_value *argv)
 {

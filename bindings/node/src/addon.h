@@ -28,6 +28,10 @@
 napi_value fsafe_node_result(napi_env env, int code,
                              const struct fsafe_error *err);
 
+/* Throws the result object of `code` (a negative errno): NULL, for the
+   caller to return. */
+void *fsafe_node_throw(napi_env env, int code);
+
 /* The first `n` arguments of a call into `argv` (undefined where the
    caller passed fewer). */
 napi_status fsafe_node_args(napi_env env, napi_callback_info info, size_t n,

@@ -291,10 +291,8 @@ static napi_value cp_op(napi_env env, napi_callback_info info)
 	struct cp_handle *h = pool_external(env, argv[0]);
 	if (!h)
 		return NULL;
-	if (!h->cp) {
-		napi_throw(env, fsafe_node_result(env, -EBADF, NULL));
-		return NULL;
-	}
+	if (!h->cp)
+		return fsafe_node_throw(env, -EBADF);
 	NAPI_OK(napi_get_value_uint32(env, argv[1], &op));
 	if (op < SAVE || op > CLOSE) {
 		napi_throw_range_error(env, NULL, "bad checkpoint operation");

@@ -238,10 +238,8 @@ static napi_value inbox_op(napi_env env, napi_callback_info info)
 	struct inbox_handle *h = pool_external(env, argv[0]);
 	if (!h)
 		return NULL;
-	if (!h->inbox) {
-		napi_throw(env, fsafe_node_result(env, -EBADF, NULL));
-		return NULL;
-	}
+	if (!h->inbox)
+		return fsafe_node_throw(env, -EBADF);
 	NAPI_OK(napi_get_value_uint32(env, argv[1], &op));
 	if (op != DELIVER && op != CONSUMER && op != RECOVER) {
 		napi_throw_range_error(env, NULL, "bad inbox operation");
@@ -293,10 +291,8 @@ static napi_value consumer_op(napi_env env, napi_callback_info info)
 		napi_throw_range_error(env, NULL, "bad consumer operation");
 		return NULL;
 	}
-	if (!ch->consumer || !ch->ib->inbox) {
-		napi_throw(env, fsafe_node_result(env, -EBADF, NULL));
-		return NULL;
-	}
+	if (!ch->consumer || !ch->ib->inbox)
+		return fsafe_node_throw(env, -EBADF);
 	struct inbox_call *c = pool_call_new(env, sizeof *c, run, value,
 	                                     release);
 	if (!c)

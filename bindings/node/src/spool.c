@@ -231,10 +231,8 @@ static napi_value spool_open(napi_env env, napi_callback_info info)
 static struct spool_handle *open_spool(napi_env env, napi_value v)
 {
 	struct spool_handle *h = pool_external(env, v);
-	if (h && !h->spool) {
-		napi_throw(env, fsafe_node_result(env, -EBADF, NULL));
-		return NULL;
-	}
+	if (h && !h->spool)
+		return fsafe_node_throw(env, -EBADF);
 	return h;
 }
 
@@ -317,10 +315,8 @@ static napi_value spool_next(napi_env env, napi_callback_info info)
 	struct reader_handle *rh = h ? pool_external(env, argv[1]) : NULL;
 	if (!rh)
 		return NULL;
-	if (!rh->reader) {
-		napi_throw(env, fsafe_node_result(env, -EBADF, NULL));
-		return NULL;
-	}
+	if (!rh->reader)
+		return fsafe_node_throw(env, -EBADF);
 	struct spool_call *c = pool_call_new(env, sizeof *c, run, value,
 	                                     release);
 	if (!c)

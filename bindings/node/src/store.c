@@ -190,10 +190,8 @@ static napi_value store_open(napi_env env, napi_callback_info info)
 static struct store_handle *open_handle(napi_env env, napi_value v)
 {
 	struct store_handle *h = pool_external(env, v);
-	if (h && !h->store) {
-		napi_throw(env, fsafe_node_result(env, -EBADF, NULL));
-		return NULL;
-	}
+	if (h && !h->store)
+		return fsafe_node_throw(env, -EBADF);
 	return h;
 }
 

@@ -34,10 +34,8 @@ static napi_value cancel_token(napi_env env, napi_callback_info info)
 	fsafe_cancel *c;
 	napi_value out;
 	int rc = fsafe_cancel_new(&c);
-	if (rc < 0) {
-		napi_throw(env, fsafe_node_result(env, rc, NULL));
-		return NULL;
-	}
+	if (rc < 0)
+		return fsafe_node_throw(env, rc);
 	if (napi_create_external(env, c, free_token, NULL, &out) != napi_ok) {
 		fsafe_cancel_free(c);
 		return NULL;

@@ -119,10 +119,8 @@ static struct handle *live_handle(napi_env env, napi_value v)
 	struct handle *h;
 	if (napi_get_value_external(env, v, (void **)&h) != napi_ok)
 		return NULL;
-	if (!h->w) {
-		napi_throw(env, fsafe_node_result(env, -EBADF, NULL));
-		return NULL;
-	}
+	if (!h->w)
+		return fsafe_node_throw(env, -EBADF);
 	return h;
 }
 
