@@ -42,6 +42,16 @@ napi_status fsafe_node_args(napi_env env, napi_callback_info info, size_t n,
 	return napi_get_cb_info(env, info, &n, argv, NULL, NULL);
 }
 
+void *fsafe_node_external_arg(napi_env env, napi_callback_info info)
+{
+	napi_value v;
+	void *p;
+	if (fsafe_node_args(env, info, 1, &v) != napi_ok ||
+	    napi_get_value_external(env, v, &p) != napi_ok)
+		return NULL;
+	return p;
+}
+
 void *fsafe_node_alloc(napi_env env, size_t size)
 {
 	void *p = calloc(1, size);

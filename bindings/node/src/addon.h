@@ -37,6 +37,10 @@ void *fsafe_node_throw(napi_env env, int code);
 napi_status fsafe_node_args(napi_env env, napi_callback_info info, size_t n,
                             napi_value *argv);
 
+/* The pointer inside the external that is a call's first argument, or
+   NULL with an exception pending. */
+void *fsafe_node_external_arg(napi_env env, napi_callback_info info);
+
 /* calloc(1, size), or NULL with an ENOMEM error thrown. */
 void *fsafe_node_alloc(napi_env env, size_t size);
 

@@ -316,13 +316,11 @@ static napi_value consumer_op(napi_env env, napi_callback_info info)
 /* inboxClose(handle): the JS side closes the consumers first. */
 static napi_value inbox_close(napi_env env, napi_callback_info info)
 {
-	napi_value argv[1];
-	NAPI_OK(fsafe_node_args(env, info, 1, argv));
-	struct inbox_handle *h = pool_external(env, argv[0]);
-	if (!h)
-		return NULL;
-	fsafe_inbox_close(h->inbox);
-	h->inbox = NULL;
+	struct inbox_handle *h = fsafe_node_external_arg(env, info);
+	if (h) {
+		fsafe_inbox_close(h->inbox);
+		h->inbox = NULL;
+	}
 	return NULL;
 }
 

@@ -121,9 +121,8 @@ static napi_value lock_release(napi_env env, napi_callback_info info)
 /* lockBroken(handle) -> number of dead locks this acquisition broke. */
 static napi_value lock_broken(napi_env env, napi_callback_info info)
 {
-	napi_value argv[1], out;
-	NAPI_OK(fsafe_node_args(env, info, 1, argv));
-	struct lock_handle *h = pool_external(env, argv[0]);
+	napi_value out;
+	struct lock_handle *h = fsafe_node_external_arg(env, info);
 	if (!h)
 		return NULL;
 	NAPI_OK(napi_create_uint32(env, h->lock ? fsafe_lock_broken(h->lock) : 0,

@@ -331,25 +331,21 @@ static napi_value spool_next(napi_env env, napi_callback_info info)
    for the spool's last call and closes readers first. */
 static napi_value spool_reader_close(napi_env env, napi_callback_info info)
 {
-	napi_value argv[1];
-	NAPI_OK(fsafe_node_args(env, info, 1, argv));
-	struct reader_handle *rh = pool_external(env, argv[0]);
-	if (!rh)
-		return NULL;
-	fsafe_spool_reader_close(rh->reader);
-	rh->reader = NULL;
+	struct reader_handle *rh = fsafe_node_external_arg(env, info);
+	if (rh) {
+		fsafe_spool_reader_close(rh->reader);
+		rh->reader = NULL;
+	}
 	return NULL;
 }
 
 static napi_value spool_close(napi_env env, napi_callback_info info)
 {
-	napi_value argv[1];
-	NAPI_OK(fsafe_node_args(env, info, 1, argv));
-	struct spool_handle *h = pool_external(env, argv[0]);
-	if (!h)
-		return NULL;
-	fsafe_spool_close(h->spool);
-	h->spool = NULL;
+	struct spool_handle *h = fsafe_node_external_arg(env, info);
+	if (h) {
+		fsafe_spool_close(h->spool);
+		h->spool = NULL;
+	}
 	return NULL;
 }
 

@@ -233,13 +233,11 @@ fail:
 /* storeClose(handle): the JS side waits for the handle's last call. */
 static napi_value store_close(napi_env env, napi_callback_info info)
 {
-	napi_value argv[1];
-	NAPI_OK(fsafe_node_args(env, info, 1, argv));
-	struct store_handle *h = pool_external(env, argv[0]);
-	if (!h)
-		return NULL;
-	fsafe_store_close(h->store);
-	h->store = NULL;
+	struct store_handle *h = fsafe_node_external_arg(env, info);
+	if (h) {
+		fsafe_store_close(h->store);
+		h->store = NULL;
+	}
 	return NULL;
 }
 

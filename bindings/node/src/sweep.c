@@ -47,11 +47,9 @@ static napi_value cancel_token(napi_env env, napi_callback_info info)
    while a pool thread sweeps. */
 static napi_value cancel(napi_env env, napi_callback_info info)
 {
-	napi_value argv[1];
-	void *c;
-	NAPI_OK(fsafe_node_args(env, info, 1, argv));
-	NAPI_OK(napi_get_value_external(env, argv[0], &c));
-	fsafe_cancel_request(c);
+	fsafe_cancel *c = fsafe_node_external_arg(env, info);
+	if (c)
+		fsafe_cancel_request(c);
 	return NULL;
 }
 

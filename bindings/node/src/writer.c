@@ -193,12 +193,11 @@ static napi_value writer_commit(napi_env env, napi_callback_info info)
 /* writerAbort(handle): discard now; a no-op on a finished handle. */
 static napi_value writer_abort(napi_env env, napi_callback_info info)
 {
-	napi_value argv[1];
-	struct handle *h;
-	NAPI_OK(fsafe_node_args(env, info, 1, argv));
-	NAPI_OK(napi_get_value_external(env, argv[0], (void **)&h));
-	fsafe_writer_abort(h->w);
-	h->w = NULL;
+	struct handle *h = fsafe_node_external_arg(env, info);
+	if (h) {
+		fsafe_writer_abort(h->w);
+		h->w = NULL;
+	}
 	return NULL;
 }
 
