@@ -60,6 +60,18 @@ extern const struct fsafe_node_fn fsafe_node_write[], fsafe_node_async[],
 	fsafe_node_store[], fsafe_node_spool[], fsafe_node_inbox[],
 	fsafe_node_checkpoint[];
 
+/* The arguments (path, buffer, flags, mode) of a one-shot write. */
+struct fsafe_node_write {
+	char *path;          /* a copy: free() it */
+	void *buf;           /* the caller's */
+	size_t len;
+	struct fsafe_write_opts opts; /* flags and mode set, no error door */
+};
+
+/* Fetches them; false with an exception pending. */
+bool fsafe_node_write_args(napi_env env, napi_callback_info info,
+                           struct fsafe_node_write *w);
+
 /* The library's flags and codes the JS side passes or compares. */
 napi_value fsafe_node_flags(napi_env env);
 
