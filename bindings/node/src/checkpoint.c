@@ -200,10 +200,8 @@ static napi_value value(napi_env env, struct pool_call *pc)
 static void release(struct pool_call *pc)
 {
 	struct cp_call *c = (struct cp_call *)pc;
-	if (c->op == OPEN && c->h) {
-		fsafe_checkpoint_close(c->h->cp);
-		free(c->h);
-	}
+	if (c->op == OPEN && c->h) /* failed, or no external made */
+		finalize_cp(NULL, c->h, NULL);
 	for (size_t i = 0; c->files && i < c->n; i++) {
 		free(c->files[i].name);
 		free(c->files[i].data);

@@ -183,10 +183,8 @@ static napi_value value(napi_env env, struct pool_call *pc)
 static void release(struct pool_call *pc)
 {
 	struct inbox_call *c = (struct inbox_call *)pc;
-	if (c->op == OPEN && c->h) {
-		fsafe_inbox_close(c->h->inbox);
-		free(c->h);
-	}
+	if (c->op == OPEN && c->h) /* failed, or no external made */
+		finalize_inbox(NULL, c->h, NULL);
 	if (c->op == CONSUMER && c->ch) {
 		fsafe_inbox_consumer_close(c->ch->consumer);
 		free(c->ch);

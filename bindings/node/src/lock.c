@@ -50,10 +50,8 @@ static napi_value acquired(napi_env env, struct pool_call *c)
 static void release_acquire(struct pool_call *c)
 {
 	struct lock_call *lc = (struct lock_call *)c;
-	if (lc->h) { /* failed, or the external could not be made */
-		fsafe_lock_release(lc->h->lock);
-		free(lc->h);
-	}
+	if (lc->h) /* failed, or the external could not be made */
+		finalize_lock(NULL, lc->h, NULL);
 	free(lc->path);
 	free(lc);
 }

@@ -180,14 +180,11 @@ static napi_value value(napi_env env, struct pool_call *pc)
 static void release(struct pool_call *pc)
 {
 	struct spool_call *c = (struct spool_call *)pc;
-	if (c->op == OPEN && c->h) {
-		fsafe_spool_close(c->h->spool);
-		free(c->h);
-	}
-	if (c->op == READER && c->rh) {
-		fsafe_spool_reader_close(c->rh->reader);
-		free(c->rh);
-	}
+	/* failed, or no external made */
+	if (c->op == OPEN && c->h)
+		finalize_spool(NULL, c->h, NULL);
+	if (c->op == READER && c->rh)
+		finalize_reader(NULL, c->rh, NULL);
 	if (c->op == NEXT)
 		for (size_t i = 0; i < c->n; i++)
 			free(c->batch[i].data);

@@ -125,10 +125,8 @@ static napi_value value(napi_env env, struct pool_call *c)
 static void release(struct pool_call *c)
 {
 	struct store_call *s = (struct store_call *)c;
-	if (s->op == OPEN && s->h) {
-		fsafe_store_close(s->h->store);
-		free(s->h);
-	}
+	if (s->op == OPEN && s->h) /* failed, or no external made */
+		finalize_store(NULL, s->h, NULL);
 	fsafe_store_iter_free(s->iter);
 	free(s->path);
 	free(s->key);
