@@ -4,6 +4,7 @@
 // checked (fsafe/checkpoint.h).
 const native = require('./native');
 const { fsafeError } = require('./errors');
+const { serial } = require('./serial');
 const { toPath, toBytes, typeError } = require('./options');
 
 const SAVE = 1, LOAD = 2, GENERATIONS = 3, CLOSE = 4;
@@ -36,19 +37,8 @@ class Checkpoint {
   }
 
   _call(op, arg, flags) {
-    const run = async () => {
-      if (!this._handle)
-        throw fsafeError({ code: -9, errno: -9, message: 'Bad file descriptor',
-          step: 'checkpoint closed', published: false }, this.path);
-      try {
-        return await native.checkpointOp(this._handle, op, arg, flags);
-      } catch (r) {
-        throw r instanceof Error ? r : fsafeError(r, this.path);
-      }
-    };
-    const p = this._last.then(run);
-    this._last = p.catch(() => {});
-    return p;
+    return serial(this, 'checkpoint closed',
+      (h) => native.checkpointOp(h, op, arg, flags));
   }
 
   // save({ name: data, ... } or a Map) -> the new generation's number.

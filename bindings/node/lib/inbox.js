@@ -4,13 +4,11 @@
 // (fsafe/inbox.h).
 const native = require('./native');
 const { fsafeError } = require('./errors');
+const { serial, closedError } = require('./serial');
 const { toPath, toBytes, typeError } = require('./options');
 
 const DELIVER = 1, CONSUMER = 2, TAKE = 3, WAIT = 4, ACK = 5, RELEASE = 6,
   RELEASE_ALL = 7, CONSUMER_CLOSE = 8, RECOVER = 9;
-
-const closedError = (path) => fsafeError({ code: -9, errno: -9,
-  message: 'Bad file descriptor', step: 'closed', published: false }, path);
 
 class Inbox {
   constructor(handle, path) {
@@ -34,17 +32,7 @@ class Inbox {
 
   // Runs fn after the inbox's calls before it; `handle` must be open.
   _serial(fn) {
-    const run = async () => {
-      if (!this._handle) throw closedError(this.path);
-      try {
-        return await fn();
-      } catch (r) {
-        throw r instanceof Error ? r : fsafeError(r, this.path);
-      }
-    };
-    const p = this._last.then(run);
-    this._last = p.catch(() => {});
-    return p;
+    return serial(this, 'closed', fn);
   }
 
   // deliver(data) -> the message's id, once durable.
@@ -95,7 +83,7 @@ class Consumer {
 
   _op(op, arg) {
     return this._inbox._serial(() => {
-      if (!this._handle) throw closedError(this._inbox.path);
+      if (!this._handle) throw closedError(this._inbox.path, 'closed');
       return native.consumerOp(this._handle, op, arg);
     });
   }
@@ -117,7 +105,7 @@ class Consumer {
   async wait(timeoutMs) {
     if (!(Number.isFinite(timeoutMs) && timeoutMs >= 0))
       throw typeError('timeoutMs must be a finite number >= 0');
-    if (!this._handle) throw closedError(this._inbox.path);
+    if (!this._handle) throw closedError(this._inbox.path, 'closed');
     const p = native.consumerOp(this._handle, WAIT, timeoutMs);
     this._waiting = p.catch(() => {});
     try {

@@ -4,6 +4,7 @@
 // is durable when its promise resolves.
 const native = require('./native');
 const { fsafeError } = require('./errors');
+const { serial } = require('./serial');
 const { toPath, toBytes, typeError } = require('./options');
 
 const APPEND = 1, READER = 2, ACK = 4, STAT = 5;
@@ -30,15 +31,7 @@ class Spool {
   }
 
   _call(fn) {
-    const run = () => {
-      if (!this._handle)
-        throw fsafeError({ code: -9, errno: -9, message: 'Bad file descriptor',
-          step: 'spool closed', published: false }, this.path);
-      return fn(this._handle).catch(wrap(this.path));
-    };
-    const p = this._last.then(run);
-    this._last = p.catch(() => {});
-    return p;
+    return serial(this, 'spool closed', fn);
   }
 
   // append(...records) -> the first record's number.

@@ -4,6 +4,7 @@
 // version that counts up by one per change.
 const native = require('./native');
 const { fsafeError } = require('./errors');
+const { serial } = require('./serial');
 const { toPath, toBytes, typeError } = require('./options');
 
 const PUT = 1, GET = 2, DELETE = 3, LIST = 4;
@@ -37,19 +38,8 @@ class Store {
   }
 
   _call(op, key, value, expected) {
-    const run = async () => {
-      if (!this._handle) throw fsafeError({ code: -9, errno: -9,
-        message: 'Bad file descriptor', step: 'store closed', published: false },
-      this.path);
-      try {
-        return await native.storeOp(this._handle, op, key, value, expected);
-      } catch (r) {
-        throw r instanceof Error ? r : fsafeError(r, this.path);
-      }
-    };
-    const p = this._last.then(run);
-    this._last = p.catch(() => {});
-    return p;
+    return serial(this, 'store closed',
+      (h) => native.storeOp(h, op, key, value, expected));
   }
 
   // put(key, value) -> the new version.

@@ -28,6 +28,38 @@ napi_value fsafe_node_result(napi_env env, int code,
 	return obj;
 }
 
+void *fsafe_node_throw(napi_env env, int code)
+{
+	napi_value v = fsafe_node_result(env, code, NULL);
+	if (v)
+		napi_throw(env, v);
+	return NULL;
+}
+
+napi_status fsafe_node_args(napi_env env, napi_callback_info info, size_t n,
+                            napi_value *argv)
+{
+	return napi_get_cb_info(env, info, &n, argv, NULL, NULL);
+}
+
+void *fsafe_node_external_arg(napi_env env, napi_callback_info info)
+{
+	napi_value v;
+	void *p;
+	if (fsafe_node_args(env, info, 1, &v) != napi_ok ||
+	    napi_get_value_external(env, v, &p) != napi_ok)
+		return NULL;
+	return p;
+}
+
+void *fsafe_node_alloc(napi_env env, size_t size)
+{
+	void *p = calloc(1, size);
+	if (!p)
+		napi_throw_error(env, "ENOMEM", "out of memory");
+	return p;
+}
+
 char *fsafe_node_string(napi_env env, napi_value v)
 {
 	size_t len;
@@ -45,28 +77,33 @@ char *fsafe_node_string(napi_env env, napi_value v)
 	return s;
 }
 
-napi_status fsafe_node_export(napi_env env, napi_value exports,
-                              const char *name, napi_callback fn)
+static napi_status export_all(napi_env env, napi_value exports,
+                              const struct fsafe_node_fn *fns)
 {
 	napi_value f;
-	napi_status st = napi_create_function(env, name, NAPI_AUTO_LENGTH, fn,
-	                                      NULL, &f);
-	if (st != napi_ok)
-		return st;
-	return napi_set_named_property(env, exports, name, f);
+	napi_status st = napi_ok;
+	for (; st == napi_ok && fns->name; fns++) {
+		st = napi_create_function(env, fns->name, NAPI_AUTO_LENGTH,
+		                          fns->fn, NULL, &f);
+		if (st == napi_ok)
+			st = napi_set_named_property(env, exports, fns->name, f);
+	}
+	return st;
 }
 
 static napi_value init(napi_env env, napi_value exports)
 {
-	NAPI_OK(fsafe_node_init_write(env, exports));
-	NAPI_OK(fsafe_node_init_async(env, exports));
-	NAPI_OK(fsafe_node_init_sweep(env, exports));
-	NAPI_OK(fsafe_node_init_writer(env, exports));
-	NAPI_OK(fsafe_node_init_lock(env, exports));
-	NAPI_OK(fsafe_node_init_store(env, exports));
-	NAPI_OK(fsafe_node_init_spool(env, exports));
-	NAPI_OK(fsafe_node_init_inbox(env, exports));
-	NAPI_OK(fsafe_node_init_checkpoint(env, exports));
+	static const struct fsafe_node_fn *const all[] = {
+		fsafe_node_write, fsafe_node_async, fsafe_node_sweep,
+		fsafe_node_writer, fsafe_node_lock, fsafe_node_store,
+		fsafe_node_spool, fsafe_node_inbox, fsafe_node_checkpoint,
+	};
+	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+		NAPI_OK(export_all(env, exports, all[i]));
+	napi_value flags = fsafe_node_flags(env);
+	if (!flags)
+		return NULL;
+	NAPI_OK(napi_set_named_property(env, exports, "flags", flags));
 	return exports;
 }
 

@@ -28,23 +28,51 @@
 napi_value fsafe_node_result(napi_env env, int code,
                              const struct fsafe_error *err);
 
+/* Throws the result object of `code` (a negative errno): NULL, for the
+   caller to return. */
+void *fsafe_node_throw(napi_env env, int code);
+
+/* The first `n` arguments of a call into `argv` (undefined where the
+   caller passed fewer). */
+napi_status fsafe_node_args(napi_env env, napi_callback_info info, size_t n,
+                            napi_value *argv);
+
+/* The pointer inside the external that is a call's first argument, or
+   NULL with an exception pending. */
+void *fsafe_node_external_arg(napi_env env, napi_callback_info info);
+
+/* calloc(1, size), or NULL with an ENOMEM error thrown. */
+void *fsafe_node_alloc(napi_env env, size_t size);
+
 /* A string argument copied to the heap (free() it); NULL on failure with a
    JS exception pending. */
 char *fsafe_node_string(napi_env env, napi_value v);
 
-/* Register each capability's functions on `exports`. */
-napi_status fsafe_node_init_write(napi_env env, napi_value exports);
-napi_status fsafe_node_init_async(napi_env env, napi_value exports);
-napi_status fsafe_node_init_sweep(napi_env env, napi_value exports);
-napi_status fsafe_node_init_writer(napi_env env, napi_value exports);
-napi_status fsafe_node_init_lock(napi_env env, napi_value exports);
-napi_status fsafe_node_init_store(napi_env env, napi_value exports);
-napi_status fsafe_node_init_spool(napi_env env, napi_value exports);
-napi_status fsafe_node_init_inbox(napi_env env, napi_value exports);
-napi_status fsafe_node_init_checkpoint(napi_env env, napi_value exports);
+/* One native function on the module's exports. */
+struct fsafe_node_fn {
+	const char *name;
+	napi_callback fn;
+};
 
-/* Define `name` on `exports` as the native function `fn`. */
-napi_status fsafe_node_export(napi_env env, napi_value exports,
-                              const char *name, napi_callback fn);
+/* Each capability's functions, up to a {NULL, NULL}. */
+extern const struct fsafe_node_fn fsafe_node_write[], fsafe_node_async[],
+	fsafe_node_sweep[], fsafe_node_writer[], fsafe_node_lock[],
+	fsafe_node_store[], fsafe_node_spool[], fsafe_node_inbox[],
+	fsafe_node_checkpoint[];
+
+/* The arguments (path, buffer, flags, mode) of a one-shot write. */
+struct fsafe_node_write {
+	char *path;          /* a copy: free() it */
+	void *buf;           /* the caller's */
+	size_t len;
+	struct fsafe_write_opts opts; /* flags and mode set, no error door */
+};
+
+/* Fetches them; false with an exception pending. */
+bool fsafe_node_write_args(napi_env env, napi_callback_info info,
+                           struct fsafe_node_write *w);
+
+/* The library's flags and codes the JS side passes or compares. */
+napi_value fsafe_node_flags(napi_env env);
 
 #endif

@@ -127,38 +127,25 @@ static struct engine *engine_get(napi_env env)
    a result object. */
 static napi_value submit(napi_env env, napi_callback_info info)
 {
-	size_t argc = 4, len;
-	napi_value argv[4], promise;
-	void *buf;
-	uint32_t flags, mode;
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-	NAPI_OK(napi_get_buffer_info(env, argv[1], &buf, &len));
-	NAPI_OK(napi_get_value_uint32(env, argv[2], &flags));
-	NAPI_OK(napi_get_value_uint32(env, argv[3], &mode));
+	struct fsafe_node_write w;
+	napi_value promise;
+	if (!fsafe_node_write_args(env, info, &w))
+		return NULL;
 	struct engine *e = engine_get(env);
-	if (!e)
-		return NULL;
-	char *path = fsafe_node_string(env, argv[0]);
-	if (!path)
-		return NULL;
-	struct request *r = calloc(1, sizeof *r);
-	if (r)
-		r->bytes = malloc(len ? len : 1);
-	if (!r || !r->bytes) {
+	struct request *r = e ? fsafe_node_alloc(env, sizeof *r) : NULL;
+	void *bytes = r ? fsafe_node_alloc(env, w.len ? w.len : 1) : NULL;
+	if (!bytes) {
 		free(r);
-		free(path);
-		napi_throw_error(env, "ENOMEM", "out of memory");
+		free(w.path);
 		return NULL;
 	}
-	memcpy(r->bytes, buf, len);
-	struct fsafe_write_opts o = FSAFE_WRITE_OPTS_INIT;
-	o.flags = flags;
-	o.mode = (mode_t)mode;
-	o.error = &r->error;
+	r->bytes = bytes;
+	memcpy(r->bytes, w.buf, w.len);
+	w.opts.error = &r->error;
 	napi_create_promise(env, &r->deferred, &promise);
-	int rc = fsafe_async_submit(e->queue, AT_FDCWD, path, r->bytes, len,
-	                            &o, r, NULL);
-	free(path);
+	int rc = fsafe_async_submit(e->queue, AT_FDCWD, w.path, r->bytes, w.len,
+	                            &w.opts, r, NULL);
+	free(w.path);
 	if (rc < 0) {
 		napi_reject_deferred(env, r->deferred,
 		                     fsafe_node_result(env, rc, &r->error));
@@ -171,7 +158,7 @@ static napi_value submit(napi_env env, napi_callback_info info)
 	return promise;
 }
 
-napi_status fsafe_node_init_async(napi_env env, napi_value exports)
-{
-	return fsafe_node_export(env, exports, "submit", submit);
-}
+const struct fsafe_node_fn fsafe_node_async[] = {
+	{"submit", submit},
+	{NULL, NULL},
+};

@@ -200,10 +200,8 @@ static napi_value value(napi_env env, struct pool_call *pc)
 static void release(struct pool_call *pc)
 {
 	struct cp_call *c = (struct cp_call *)pc;
-	if (c->op == OPEN && c->h) {
-		fsafe_checkpoint_close(c->h->cp);
-		free(c->h);
-	}
+	if (c->op == OPEN && c->h) /* failed, or no external made */
+		finalize_cp(NULL, c->h, NULL);
 	for (size_t i = 0; c->files && i < c->n; i++) {
 		free(c->files[i].name);
 		free(c->files[i].data);
@@ -216,45 +214,38 @@ static void release(struct pool_call *pc)
 	free(c);
 }
 
-static struct cp_call *call_new(napi_env env, enum cp_op op)
+/* argv[2] keep, argv[3] revision. */
+static struct pool_call *open_call(napi_env env, char *path, uint32_t flags,
+                                   const napi_value *argv)
 {
-	struct cp_call *c = calloc(1, sizeof *c);
+	uint32_t keep;
+	struct cp_call *c = pool_call_new(env, sizeof *c, run, value,
+	                                  release);
 	if (!c) {
-		napi_throw_error(env, "ENOMEM", "out of memory");
+		free(path);
 		return NULL;
 	}
-	c->op = op;
-	c->call.run = run;
-	c->call.value = value;
-	c->call.release = release;
-	return c;
-}
-
-/* checkpointOpen(path, flags, keep, revision) -> Promise<{handle, unclean}>. */
-static napi_value cp_open(napi_env env, napi_callback_info info)
-{
-	size_t argc = 4;
-	napi_value argv[4];
-	uint32_t flags, keep;
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-	NAPI_OK(napi_get_value_uint32(env, argv[1], &flags));
-	NAPI_OK(napi_get_value_uint32(env, argv[2], &keep));
-	struct cp_call *c = call_new(env, OPEN);
-	if (!c)
-		return NULL;
-	if (!(c->h = calloc(1, sizeof *c->h)) ||
-	    !(c->path = fsafe_node_string(env, argv[0])) ||
+	c->op = OPEN;
+	c->path = path;
+	c->opts = (struct fsafe_checkpoint_opts)FSAFE_CHECKPOINT_OPTS_INIT;
+	if (napi_get_value_uint32(env, argv[2], &keep) != napi_ok ||
+	    !(c->h = fsafe_node_alloc(env, sizeof *c->h)) ||
 	    !(c->revision = fsafe_node_string(env, argv[3]))) {
 		release(&c->call);
 		return NULL;
 	}
-	c->opts = (struct fsafe_checkpoint_opts)FSAFE_CHECKPOINT_OPTS_INIT;
 	c->opts.flags = flags;
 	c->opts.keep = keep;
 	c->opts.revision = c->revision; /* read by the open */
 	c->opts.error = &c->h->error;   /* kept by the handle */
 	c->call.error = &c->h->error;
-	return pool_queue(env, "fsafe.Checkpoint.open", &c->call, NULL);
+	return &c->call;
+}
+
+/* checkpointOpen(path, flags, keep, revision) -> Promise<{handle, unclean}>. */
+static napi_value cp_open(napi_env env, napi_callback_info info)
+{
+	return pool_open(env, info, 4, "fsafe.Checkpoint.open", open_call);
 }
 
 /* Copies of [[name, Buffer]...]; false with an exception pending. */
@@ -291,26 +282,25 @@ static bool copy_files(napi_env env, napi_value arr, struct cp_call *c)
    (flags) | GENERATIONS | CLOSE. */
 static napi_value cp_op(napi_env env, napi_callback_info info)
 {
-	size_t argc = 4;
 	napi_value argv[4];
 	uint32_t op;
 	double gen;
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+	NAPI_OK(fsafe_node_args(env, info, 4, argv));
 	struct cp_handle *h = pool_external(env, argv[0]);
 	if (!h)
 		return NULL;
-	if (!h->cp) {
-		napi_throw(env, fsafe_node_result(env, -EBADF, NULL));
-		return NULL;
-	}
+	if (!h->cp)
+		return fsafe_node_throw(env, -EBADF);
 	NAPI_OK(napi_get_value_uint32(env, argv[1], &op));
 	if (op < SAVE || op > CLOSE) {
 		napi_throw_range_error(env, NULL, "bad checkpoint operation");
 		return NULL;
 	}
-	struct cp_call *c = call_new(env, (enum cp_op)op);
+	struct cp_call *c = pool_call_new(env, sizeof *c, run, value,
+	                                  release);
 	if (!c)
 		return NULL;
+	c->op = (enum cp_op)op;
 	c->h = h;
 	c->call.error = &h->error;
 	bool ok = true;
@@ -329,10 +319,8 @@ static napi_value cp_op(napi_env env, napi_callback_info info)
 	return pool_queue(env, "fsafe.Checkpoint", &c->call, argv[0]);
 }
 
-napi_status fsafe_node_init_checkpoint(napi_env env, napi_value exports)
-{
-	napi_status st = fsafe_node_export(env, exports, "checkpointOpen", cp_open);
-	if (st == napi_ok)
-		st = fsafe_node_export(env, exports, "checkpointOp", cp_op);
-	return st;
-}
+const struct fsafe_node_fn fsafe_node_checkpoint[] = {
+	{"checkpointOpen", cp_open},
+	{"checkpointOp", cp_op},
+	{NULL, NULL},
+};

@@ -183,10 +183,8 @@ static napi_value value(napi_env env, struct pool_call *pc)
 static void release(struct pool_call *pc)
 {
 	struct inbox_call *c = (struct inbox_call *)pc;
-	if (c->op == OPEN && c->h) {
-		fsafe_inbox_close(c->h->inbox);
-		free(c->h);
-	}
+	if (c->op == OPEN && c->h) /* failed, or no external made */
+		finalize_inbox(NULL, c->h, NULL);
 	if (c->op == CONSUMER && c->ch) {
 		fsafe_inbox_consumer_close(c->ch->consumer);
 		free(c->ch);
@@ -197,33 +195,19 @@ static void release(struct pool_call *pc)
 	free(c);
 }
 
-static struct inbox_call *call_new(napi_env env, enum inbox_op op)
+static struct pool_call *open_call(napi_env env, char *path, uint32_t flags,
+                                   const napi_value *argv)
 {
-	struct inbox_call *c = calloc(1, sizeof *c);
+	(void)argv;
+	struct inbox_call *c = pool_call_new(env, sizeof *c, run, value,
+	                                     release);
 	if (!c) {
-		napi_throw_error(env, "ENOMEM", "out of memory");
+		free(path);
 		return NULL;
 	}
-	c->op = op;
-	c->call.run = run;
-	c->call.value = value;
-	c->call.release = release;
-	return c;
-}
-
-/* inboxOpen(path, flags) -> Promise<handle>. */
-static napi_value inbox_open(napi_env env, napi_callback_info info)
-{
-	size_t argc = 2;
-	napi_value argv[2];
-	uint32_t flags;
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-	NAPI_OK(napi_get_value_uint32(env, argv[1], &flags));
-	struct inbox_call *c = call_new(env, OPEN);
-	if (!c)
-		return NULL;
-	if (!(c->h = calloc(1, sizeof *c->h)) ||
-	    !(c->str = fsafe_node_string(env, argv[0]))) {
+	c->op = OPEN;
+	c->str = path;
+	if (!(c->h = fsafe_node_alloc(env, sizeof *c->h))) {
 		release(&c->call);
 		return NULL;
 	}
@@ -231,34 +215,39 @@ static napi_value inbox_open(napi_env env, napi_callback_info info)
 	c->opts.flags = flags;
 	c->opts.error = &c->h->error; /* kept by the handle and consumers */
 	c->call.error = &c->h->error;
-	return pool_queue(env, "fsafe.Inbox.open", &c->call, NULL);
+	return &c->call;
+}
+
+/* inboxOpen(path, flags) -> Promise<handle>. */
+static napi_value inbox_open(napi_env env, napi_callback_info info)
+{
+	return pool_open(env, info, 2, "fsafe.Inbox.open", open_call);
 }
 
 /* inboxOp(handle, op, arg): DELIVER Buffer | CONSUMER name|null |
    RECOVER stageAgeMs. */
 static napi_value inbox_op(napi_env env, napi_callback_info info)
 {
-	size_t argc = 3;
 	napi_value argv[3];
 	uint32_t op;
 	napi_valuetype t;
 	void *p;
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+	NAPI_OK(fsafe_node_args(env, info, 3, argv));
 	struct inbox_handle *h = pool_external(env, argv[0]);
 	if (!h)
 		return NULL;
-	if (!h->inbox) {
-		napi_throw(env, fsafe_node_result(env, -EBADF, NULL));
-		return NULL;
-	}
+	if (!h->inbox)
+		return fsafe_node_throw(env, -EBADF);
 	NAPI_OK(napi_get_value_uint32(env, argv[1], &op));
 	if (op != DELIVER && op != CONSUMER && op != RECOVER) {
 		napi_throw_range_error(env, NULL, "bad inbox operation");
 		return NULL;
 	}
-	struct inbox_call *c = call_new(env, (enum inbox_op)op);
+	struct inbox_call *c = pool_call_new(env, sizeof *c, run, value,
+	                                     release);
 	if (!c)
 		return NULL;
+	c->op = (enum inbox_op)op;
 	c->h = h;
 	c->call.error = &h->error;
 	bool ok = true;
@@ -289,10 +278,9 @@ static napi_value inbox_op(napi_env env, napi_callback_info info)
    RELEASE id | RELEASE_ALL | CONSUMER_CLOSE. */
 static napi_value consumer_op(napi_env env, napi_callback_info info)
 {
-	size_t argc = 3;
 	napi_value argv[3];
 	uint32_t op;
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+	NAPI_OK(fsafe_node_args(env, info, 3, argv));
 	struct consumer_handle *ch = pool_external(env, argv[0]);
 	if (!ch)
 		return NULL;
@@ -301,13 +289,13 @@ static napi_value consumer_op(napi_env env, napi_callback_info info)
 		napi_throw_range_error(env, NULL, "bad consumer operation");
 		return NULL;
 	}
-	if (!ch->consumer || !ch->ib->inbox) {
-		napi_throw(env, fsafe_node_result(env, -EBADF, NULL));
-		return NULL;
-	}
-	struct inbox_call *c = call_new(env, (enum inbox_op)op);
+	if (!ch->consumer || !ch->ib->inbox)
+		return fsafe_node_throw(env, -EBADF);
+	struct inbox_call *c = pool_call_new(env, sizeof *c, run, value,
+	                                     release);
 	if (!c)
 		return NULL;
+	c->op = (enum inbox_op)op;
 	c->ch = ch;
 	c->call.error = &ch->ib->error;
 	bool ok = true;
@@ -326,25 +314,18 @@ static napi_value consumer_op(napi_env env, napi_callback_info info)
 /* inboxClose(handle): the JS side closes the consumers first. */
 static napi_value inbox_close(napi_env env, napi_callback_info info)
 {
-	size_t argc = 1;
-	napi_value argv[1];
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-	struct inbox_handle *h = pool_external(env, argv[0]);
-	if (!h)
-		return NULL;
-	fsafe_inbox_close(h->inbox);
-	h->inbox = NULL;
+	struct inbox_handle *h = fsafe_node_external_arg(env, info);
+	if (h) {
+		fsafe_inbox_close(h->inbox);
+		h->inbox = NULL;
+	}
 	return NULL;
 }
 
-napi_status fsafe_node_init_inbox(napi_env env, napi_value exports)
-{
-	napi_status st = fsafe_node_export(env, exports, "inboxOpen", inbox_open);
-	if (st == napi_ok)
-		st = fsafe_node_export(env, exports, "inboxOp", inbox_op);
-	if (st == napi_ok)
-		st = fsafe_node_export(env, exports, "consumerOp", consumer_op);
-	if (st == napi_ok)
-		st = fsafe_node_export(env, exports, "inboxClose", inbox_close);
-	return st;
-}
+const struct fsafe_node_fn fsafe_node_inbox[] = {
+	{"inboxOpen", inbox_open},
+	{"inboxOp", inbox_op},
+	{"consumerOp", consumer_op},
+	{"inboxClose", inbox_close},
+	{NULL, NULL},
+};

@@ -50,10 +50,8 @@ static napi_value acquired(napi_env env, struct pool_call *c)
 static void release_acquire(struct pool_call *c)
 {
 	struct lock_call *lc = (struct lock_call *)c;
-	if (lc->h) { /* failed, or the external could not be made */
-		fsafe_lock_release(lc->h->lock);
-		free(lc->h);
-	}
+	if (lc->h) /* failed, or the external could not be made */
+		finalize_lock(NULL, lc->h, NULL);
 	free(lc->path);
 	free(lc);
 }
@@ -61,24 +59,21 @@ static void release_acquire(struct pool_call *c)
 /* lockAcquire(path, flags, timeoutMs) -> Promise<handle>. */
 static napi_value lock_acquire(napi_env env, napi_callback_info info)
 {
-	size_t argc = 3;
 	napi_value argv[3];
 	uint32_t flags;
 	double timeout;
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+	NAPI_OK(fsafe_node_args(env, info, 3, argv));
 	NAPI_OK(napi_get_value_uint32(env, argv[1], &flags));
 	NAPI_OK(napi_get_value_double(env, argv[2], &timeout));
-	struct lock_call *lc = calloc(1, sizeof *lc);
-	if (lc)
-		lc->h = calloc(1, sizeof *lc->h);
-	if (!lc || !lc->h) {
+	struct lock_call *lc = pool_call_new(env, sizeof *lc, run_acquire,
+	                                     acquired, release_acquire);
+	if (!lc)
+		return NULL;
+	if (!(lc->h = calloc(1, sizeof *lc->h))) {
 		free(lc);
 		napi_throw_error(env, "ENOMEM", "out of memory");
 		return NULL;
 	}
-	lc->call.run = run_acquire;
-	lc->call.value = acquired;
-	lc->call.release = release_acquire;
 	lc->call.error = &lc->h->error;
 	lc->opts = (struct fsafe_lock_opts)FSAFE_LOCK_OPTS_INIT;
 	lc->opts.flags = flags;
@@ -105,18 +100,15 @@ static int run_release(struct pool_call *c)
 /* lockRelease(handle) -> Promise; a released handle resolves at once. */
 static napi_value lock_release(napi_env env, napi_callback_info info)
 {
-	size_t argc = 1;
 	napi_value argv[1];
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+	NAPI_OK(fsafe_node_args(env, info, 1, argv));
 	struct lock_handle *h = pool_external(env, argv[0]);
 	if (!h)
 		return NULL;
-	struct release_call *rc = calloc(1, sizeof *rc);
-	if (!rc) {
-		napi_throw_error(env, "ENOMEM", "out of memory");
+	struct release_call *rc = pool_call_new(env, sizeof *rc, run_release,
+	                                        NULL, NULL);
+	if (!rc)
 		return NULL;
-	}
-	rc->call.run = run_release;
 	/* the handle's error pointer is the one the lock kept */
 	rc->call.error = &h->error;
 	rc->lock = h->lock;
@@ -127,10 +119,8 @@ static napi_value lock_release(napi_env env, napi_callback_info info)
 /* lockBroken(handle) -> number of dead locks this acquisition broke. */
 static napi_value lock_broken(napi_env env, napi_callback_info info)
 {
-	size_t argc = 1;
-	napi_value argv[1], out;
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-	struct lock_handle *h = pool_external(env, argv[0]);
+	napi_value out;
+	struct lock_handle *h = fsafe_node_external_arg(env, info);
 	if (!h)
 		return NULL;
 	NAPI_OK(napi_create_uint32(env, h->lock ? fsafe_lock_broken(h->lock) : 0,
@@ -138,13 +128,9 @@ static napi_value lock_broken(napi_env env, napi_callback_info info)
 	return out;
 }
 
-napi_status fsafe_node_init_lock(napi_env env, napi_value exports)
-{
-	napi_status st = fsafe_node_export(env, exports, "lockAcquire",
-	                                   lock_acquire);
-	if (st == napi_ok)
-		st = fsafe_node_export(env, exports, "lockRelease", lock_release);
-	if (st == napi_ok)
-		st = fsafe_node_export(env, exports, "lockBroken", lock_broken);
-	return st;
-}
+const struct fsafe_node_fn fsafe_node_lock[] = {
+	{"lockAcquire", lock_acquire},
+	{"lockRelease", lock_release},
+	{"lockBroken", lock_broken},
+	{NULL, NULL},
+};

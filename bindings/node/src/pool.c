@@ -43,6 +43,20 @@ static void done(napi_env env, napi_status status, void *data)
 	release(c);
 }
 
+void *pool_call_new(napi_env env, size_t size,
+                    int (*run)(struct pool_call *c),
+                    napi_value (*value)(napi_env env, struct pool_call *c),
+                    void (*release)(struct pool_call *c))
+{
+	struct pool_call *c = fsafe_node_alloc(env, size);
+	if (!c)
+		return NULL;
+	c->run = run;
+	c->value = value;
+	c->release = release;
+	return c;
+}
+
 napi_value pool_queue(napi_env env, const char *name, struct pool_call *c,
                       napi_value keep)
 {
@@ -64,6 +78,24 @@ napi_value pool_queue(napi_env env, const char *name, struct pool_call *c,
 		return NULL;
 	}
 	return promise;
+}
+
+napi_value pool_open(napi_env env, napi_callback_info info, size_t argc,
+                     const char *name, pool_open_fn *open)
+{
+	napi_value argv[POOL_OPEN_ARGS];
+	uint32_t flags;
+	if (argc > POOL_OPEN_ARGS) { /* a binding bug */
+		napi_throw_range_error(env, NULL, "too many open arguments");
+		return NULL;
+	}
+	NAPI_OK(fsafe_node_args(env, info, argc, argv));
+	NAPI_OK(napi_get_value_uint32(env, argv[1], &flags));
+	char *path = fsafe_node_string(env, argv[0]);
+	if (!path)
+		return NULL;
+	struct pool_call *c = open(env, path, flags, argv);
+	return c ? pool_queue(env, name, c, NULL) : NULL;
 }
 
 void *pool_external(napi_env env, napi_value v)

@@ -180,14 +180,11 @@ static napi_value value(napi_env env, struct pool_call *pc)
 static void release(struct pool_call *pc)
 {
 	struct spool_call *c = (struct spool_call *)pc;
-	if (c->op == OPEN && c->h) {
-		fsafe_spool_close(c->h->spool);
-		free(c->h);
-	}
-	if (c->op == READER && c->rh) {
-		fsafe_spool_reader_close(c->rh->reader);
-		free(c->rh);
-	}
+	/* failed, or no external made */
+	if (c->op == OPEN && c->h)
+		finalize_spool(NULL, c->h, NULL);
+	if (c->op == READER && c->rh)
+		finalize_reader(NULL, c->rh, NULL);
 	if (c->op == NEXT)
 		for (size_t i = 0; i < c->n; i++)
 			free(c->batch[i].data);
@@ -199,33 +196,19 @@ static void release(struct pool_call *pc)
 	free(c);
 }
 
-static struct spool_call *call_new(napi_env env, enum spool_op op)
+static struct pool_call *open_call(napi_env env, char *path, uint32_t flags,
+                                   const napi_value *argv)
 {
-	struct spool_call *c = calloc(1, sizeof *c);
+	(void)argv;
+	struct spool_call *c = pool_call_new(env, sizeof *c, run, value,
+	                                     release);
 	if (!c) {
-		napi_throw_error(env, "ENOMEM", "out of memory");
+		free(path);
 		return NULL;
 	}
-	c->op = op;
-	c->call.run = run;
-	c->call.value = value;
-	c->call.release = release;
-	return c;
-}
-
-/* spoolOpen(path, flags) -> Promise<handle>. */
-static napi_value spool_open(napi_env env, napi_callback_info info)
-{
-	size_t argc = 2;
-	napi_value argv[2];
-	uint32_t flags;
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-	NAPI_OK(napi_get_value_uint32(env, argv[1], &flags));
-	struct spool_call *c = call_new(env, OPEN);
-	if (!c)
-		return NULL;
-	if (!(c->h = calloc(1, sizeof *c->h)) ||
-	    !(c->path = fsafe_node_string(env, argv[0]))) {
+	c->op = OPEN;
+	c->path = path;
+	if (!(c->h = fsafe_node_alloc(env, sizeof *c->h))) {
 		release(&c->call);
 		return NULL;
 	}
@@ -233,16 +216,20 @@ static napi_value spool_open(napi_env env, napi_callback_info info)
 	c->opts.flags = flags;
 	c->opts.error = &c->h->error; /* kept by the handle */
 	c->call.error = &c->h->error;
-	return pool_queue(env, "fsafe.Spool.open", &c->call, NULL);
+	return &c->call;
+}
+
+/* spoolOpen(path, flags) -> Promise<handle>. */
+static napi_value spool_open(napi_env env, napi_callback_info info)
+{
+	return pool_open(env, info, 2, "fsafe.Spool.open", open_call);
 }
 
 static struct spool_handle *open_spool(napi_env env, napi_value v)
 {
 	struct spool_handle *h = pool_external(env, v);
-	if (h && !h->spool) {
-		napi_throw(env, fsafe_node_result(env, -EBADF, NULL));
-		return NULL;
-	}
+	if (h && !h->spool)
+		return fsafe_node_throw(env, -EBADF);
 	return h;
 }
 
@@ -278,11 +265,10 @@ static bool copy_records(napi_env env, napi_value arr, struct spool_call *c)
    STAT. */
 static napi_value spool_op(napi_env env, napi_callback_info info)
 {
-	size_t argc = 3;
 	napi_value argv[3];
 	uint32_t op;
 	double num = 0;
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+	NAPI_OK(fsafe_node_args(env, info, 3, argv));
 	struct spool_handle *h = open_spool(env, argv[0]);
 	if (!h)
 		return NULL;
@@ -291,9 +277,11 @@ static napi_value spool_op(napi_env env, napi_callback_info info)
 		napi_throw_range_error(env, NULL, "bad spool operation");
 		return NULL;
 	}
-	struct spool_call *c = call_new(env, (enum spool_op)op);
+	struct spool_call *c = pool_call_new(env, sizeof *c, run, value,
+	                                     release);
 	if (!c)
 		return NULL;
+	c->op = (enum spool_op)op;
 	c->h = h;
 	c->call.error = &h->error;
 	if (op == APPEND && !copy_records(env, argv[2], c))
@@ -318,20 +306,19 @@ fail:
 /* spoolNext(spoolHandle, readerHandle) -> Promise<[[seq, Buffer]...]>. */
 static napi_value spool_next(napi_env env, napi_callback_info info)
 {
-	size_t argc = 2;
 	napi_value argv[2];
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+	NAPI_OK(fsafe_node_args(env, info, 2, argv));
 	struct spool_handle *h = open_spool(env, argv[0]);
 	struct reader_handle *rh = h ? pool_external(env, argv[1]) : NULL;
 	if (!rh)
 		return NULL;
-	if (!rh->reader) {
-		napi_throw(env, fsafe_node_result(env, -EBADF, NULL));
-		return NULL;
-	}
-	struct spool_call *c = call_new(env, NEXT);
+	if (!rh->reader)
+		return fsafe_node_throw(env, -EBADF);
+	struct spool_call *c = pool_call_new(env, sizeof *c, run, value,
+	                                     release);
 	if (!c)
 		return NULL;
+	c->op = NEXT;
 	c->rh = rh;
 	c->call.error = &h->error;
 	return pool_queue(env, "fsafe.Spool.read", &c->call, argv[1]);
@@ -341,44 +328,29 @@ static napi_value spool_next(napi_env env, napi_callback_info info)
    for the spool's last call and closes readers first. */
 static napi_value spool_reader_close(napi_env env, napi_callback_info info)
 {
-	size_t argc = 1;
-	napi_value argv[1];
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-	struct reader_handle *rh = pool_external(env, argv[0]);
-	if (!rh)
-		return NULL;
-	fsafe_spool_reader_close(rh->reader);
-	rh->reader = NULL;
+	struct reader_handle *rh = fsafe_node_external_arg(env, info);
+	if (rh) {
+		fsafe_spool_reader_close(rh->reader);
+		rh->reader = NULL;
+	}
 	return NULL;
 }
 
 static napi_value spool_close(napi_env env, napi_callback_info info)
 {
-	size_t argc = 1;
-	napi_value argv[1];
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-	struct spool_handle *h = pool_external(env, argv[0]);
-	if (!h)
-		return NULL;
-	fsafe_spool_close(h->spool);
-	h->spool = NULL;
+	struct spool_handle *h = fsafe_node_external_arg(env, info);
+	if (h) {
+		fsafe_spool_close(h->spool);
+		h->spool = NULL;
+	}
 	return NULL;
 }
 
-napi_status fsafe_node_init_spool(napi_env env, napi_value exports)
-{
-	static const struct {
-		const char *name;
-		napi_callback fn;
-	} fns[] = {
-		{"spoolOpen", spool_open},
-		{"spoolOp", spool_op},
-		{"spoolNext", spool_next},
-		{"spoolReaderClose", spool_reader_close},
-		{"spoolClose", spool_close},
-	};
-	napi_status st = napi_ok;
-	for (size_t i = 0; st == napi_ok && i < sizeof fns / sizeof fns[0]; i++)
-		st = fsafe_node_export(env, exports, fns[i].name, fns[i].fn);
-	return st;
-}
+const struct fsafe_node_fn fsafe_node_spool[] = {
+	{"spoolOpen", spool_open},
+	{"spoolOp", spool_op},
+	{"spoolNext", spool_next},
+	{"spoolReaderClose", spool_reader_close},
+	{"spoolClose", spool_close},
+	{NULL, NULL},
+};

@@ -125,29 +125,13 @@ static napi_value value(napi_env env, struct pool_call *c)
 static void release(struct pool_call *c)
 {
 	struct store_call *s = (struct store_call *)c;
-	if (s->op == OPEN && s->h) {
-		fsafe_store_close(s->h->store);
-		free(s->h);
-	}
+	if (s->op == OPEN && s->h) /* failed, or no external made */
+		finalize_store(NULL, s->h, NULL);
 	fsafe_store_iter_free(s->iter);
 	free(s->path);
 	free(s->key);
 	free(s->val);
 	free(s);
-}
-
-static struct store_call *call_new(napi_env env, enum store_op op)
-{
-	struct store_call *s = calloc(1, sizeof *s);
-	if (!s) {
-		napi_throw_error(env, "ENOMEM", "out of memory");
-		return NULL;
-	}
-	s->op = op;
-	s->call.run = run;
-	s->call.value = value;
-	s->call.release = release;
-	return s;
 }
 
 /* A heap copy of a Buffer argument (at least one byte allocated). */
@@ -163,54 +147,58 @@ static void *dup_buffer(napi_env env, napi_value v, size_t *len)
 	return copy;
 }
 
-/* storeOpen(path, flags, writeFlags, mode, lockTimeoutMs) -> Promise<handle>. */
-static napi_value store_open(napi_env env, napi_callback_info info)
+/* argv[2] writeFlags, argv[3] mode, argv[4] lockTimeoutMs. */
+static struct pool_call *open_call(napi_env env, char *path, uint32_t flags,
+                                   const napi_value *argv)
 {
-	size_t argc = 5;
-	napi_value argv[5];
-	uint32_t flags, wflags, mode;
+	uint32_t wflags, mode;
 	double timeout;
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-	NAPI_OK(napi_get_value_uint32(env, argv[1], &flags));
-	NAPI_OK(napi_get_value_uint32(env, argv[2], &wflags));
-	NAPI_OK(napi_get_value_uint32(env, argv[3], &mode));
-	NAPI_OK(napi_get_value_double(env, argv[4], &timeout));
-	struct store_call *s = call_new(env, OPEN);
-	if (!s)
+	struct store_call *s = pool_call_new(env, sizeof *s, run, value,
+	                                     release);
+	if (!s) {
+		free(path);
 		return NULL;
-	if (!(s->h = calloc(1, sizeof *s->h)) ||
-	    !(s->path = fsafe_node_string(env, argv[0]))) {
+	}
+	s->op = OPEN;
+	s->path = path;
+	s->opts = (struct fsafe_store_opts)FSAFE_STORE_OPTS_INIT;
+	if (napi_get_value_uint32(env, argv[2], &wflags) != napi_ok ||
+	    napi_get_value_uint32(env, argv[3], &mode) != napi_ok ||
+	    napi_get_value_double(env, argv[4], &timeout) != napi_ok ||
+	    !(s->h = fsafe_node_alloc(env, sizeof *s->h))) {
 		release(&s->call);
 		return NULL;
 	}
-	s->opts = (struct fsafe_store_opts)FSAFE_STORE_OPTS_INIT;
 	s->opts.flags = flags;
 	s->opts.write_flags = wflags;
 	s->opts.mode = (mode_t)mode;
 	s->opts.lock_timeout_ms = timeout <= 0 ? 0 : (uint64_t)timeout;
 	s->opts.error = &s->h->error; /* kept by the handle */
 	s->call.error = &s->h->error;
-	return pool_queue(env, "fsafe.Store.open", &s->call, NULL);
+	return &s->call;
+}
+
+/* storeOpen(path, flags, writeFlags, mode, lockTimeoutMs) -> Promise<handle>. */
+static napi_value store_open(napi_env env, napi_callback_info info)
+{
+	return pool_open(env, info, 5, "fsafe.Store.open", open_call);
 }
 
 /* The open handle in `v`, or NULL with an error thrown. */
 static struct store_handle *open_handle(napi_env env, napi_value v)
 {
 	struct store_handle *h = pool_external(env, v);
-	if (h && !h->store) {
-		napi_throw(env, fsafe_node_result(env, -EBADF, NULL));
-		return NULL;
-	}
+	if (h && !h->store)
+		return fsafe_node_throw(env, -EBADF);
 	return h;
 }
 
 /* storeOp(handle, op, key, value, expected): PUT/GET/DELETE/LIST. */
 static napi_value store_op(napi_env env, napi_callback_info info)
 {
-	size_t argc = 5;
 	napi_value argv[5];
 	uint32_t op;
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+	NAPI_OK(fsafe_node_args(env, info, 5, argv));
 	struct store_handle *h = open_handle(env, argv[0]);
 	if (!h)
 		return NULL;
@@ -219,9 +207,11 @@ static napi_value store_op(napi_env env, napi_callback_info info)
 		napi_throw_range_error(env, NULL, "bad store operation");
 		return NULL;
 	}
-	struct store_call *s = call_new(env, (enum store_op)op);
+	struct store_call *s = pool_call_new(env, sizeof *s, run, value,
+	                                     release);
 	if (!s)
 		return NULL;
+	s->op = (enum store_op)op;
 	s->h = h;
 	s->call.error = &h->error;
 	if (op != LIST && !(s->key = dup_buffer(env, argv[2], &s->keylen)))
@@ -241,23 +231,17 @@ fail:
 /* storeClose(handle): the JS side waits for the handle's last call. */
 static napi_value store_close(napi_env env, napi_callback_info info)
 {
-	size_t argc = 1;
-	napi_value argv[1];
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-	struct store_handle *h = pool_external(env, argv[0]);
-	if (!h)
-		return NULL;
-	fsafe_store_close(h->store);
-	h->store = NULL;
+	struct store_handle *h = fsafe_node_external_arg(env, info);
+	if (h) {
+		fsafe_store_close(h->store);
+		h->store = NULL;
+	}
 	return NULL;
 }
 
-napi_status fsafe_node_init_store(napi_env env, napi_value exports)
-{
-	napi_status st = fsafe_node_export(env, exports, "storeOpen", store_open);
-	if (st == napi_ok)
-		st = fsafe_node_export(env, exports, "storeOp", store_op);
-	if (st == napi_ok)
-		st = fsafe_node_export(env, exports, "storeClose", store_close);
-	return st;
-}
+const struct fsafe_node_fn fsafe_node_store[] = {
+	{"storeOpen", store_open},
+	{"storeOp", store_op},
+	{"storeClose", store_close},
+	{NULL, NULL},
+};

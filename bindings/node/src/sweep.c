@@ -34,10 +34,8 @@ static napi_value cancel_token(napi_env env, napi_callback_info info)
 	fsafe_cancel *c;
 	napi_value out;
 	int rc = fsafe_cancel_new(&c);
-	if (rc < 0) {
-		napi_throw(env, fsafe_node_result(env, rc, NULL));
-		return NULL;
-	}
+	if (rc < 0)
+		return fsafe_node_throw(env, rc);
 	if (napi_create_external(env, c, free_token, NULL, &out) != napi_ok) {
 		fsafe_cancel_free(c);
 		return NULL;
@@ -49,12 +47,9 @@ static napi_value cancel_token(napi_env env, napi_callback_info info)
    while a pool thread sweeps. */
 static napi_value cancel(napi_env env, napi_callback_info info)
 {
-	size_t argc = 1;
-	napi_value argv[1];
-	void *c;
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-	NAPI_OK(napi_get_value_external(env, argv[0], &c));
-	fsafe_cancel_request(c);
+	fsafe_cancel *c = fsafe_node_external_arg(env, info);
+	if (c)
+		fsafe_cancel_request(c);
 	return NULL;
 }
 
@@ -107,10 +102,9 @@ static void done(napi_env env, napi_status status, void *data)
 /* sweep(directory, olderThanMs, token) -> Promise<{error, names}>. */
 static napi_value sweep(napi_env env, napi_callback_info info)
 {
-	size_t argc = 3;
 	napi_value argv[3], promise, name;
 	double ms;
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+	NAPI_OK(fsafe_node_args(env, info, 3, argv));
 	NAPI_OK(napi_get_value_double(env, argv[1], &ms));
 	struct sweep_job *j = calloc(1, sizeof *j);
 	if (!j) {
@@ -134,13 +128,9 @@ static napi_value sweep(napi_env env, napi_callback_info info)
 	return promise;
 }
 
-napi_status fsafe_node_init_sweep(napi_env env, napi_value exports)
-{
-	napi_status st = fsafe_node_export(env, exports, "cancelToken",
-	                                   cancel_token);
-	if (st == napi_ok)
-		st = fsafe_node_export(env, exports, "cancel", cancel);
-	if (st == napi_ok)
-		st = fsafe_node_export(env, exports, "sweep", sweep);
-	return st;
-}
+const struct fsafe_node_fn fsafe_node_sweep[] = {
+	{"cancelToken", cancel_token},
+	{"cancel", cancel},
+	{"sweep", sweep},
+	{NULL, NULL},
+};

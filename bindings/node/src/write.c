@@ -6,9 +6,8 @@
 
 static napi_value is_staging_name(napi_env env, napi_callback_info info)
 {
-	size_t argc = 1;
 	napi_value argv[1], out;
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+	NAPI_OK(fsafe_node_args(env, info, 1, argv));
 	char *name = fsafe_node_string(env, argv[0]);
 	if (!name)
 		return NULL;
@@ -18,28 +17,35 @@ static napi_value is_staging_name(napi_env env, napi_callback_info info)
 	return out;
 }
 
+bool fsafe_node_write_args(napi_env env, napi_callback_info info,
+                           struct fsafe_node_write *w)
+{
+	napi_value argv[4];
+	uint32_t flags, mode;
+	if (fsafe_node_args(env, info, 4, argv) != napi_ok ||
+	    napi_get_buffer_info(env, argv[1], &w->buf, &w->len) != napi_ok ||
+	    napi_get_value_uint32(env, argv[2], &flags) != napi_ok ||
+	    napi_get_value_uint32(env, argv[3], &mode) != napi_ok ||
+	    !(w->path = fsafe_node_string(env, argv[0])))
+		return false;
+	w->opts = (struct fsafe_write_opts)FSAFE_WRITE_OPTS_INIT;
+	w->opts.flags = flags;
+	w->opts.mode = (mode_t)mode;
+	return true;
+}
+
 /* writeSync(path, buffer, flags, mode) -> null | result. On the calling
    thread, as fs.writeFileSync is. */
 static napi_value write_sync(napi_env env, napi_callback_info info)
 {
-	size_t argc = 4, len;
-	napi_value argv[4], out;
-	void *buf;
-	uint32_t flags, mode;
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-	NAPI_OK(napi_get_buffer_info(env, argv[1], &buf, &len));
-	NAPI_OK(napi_get_value_uint32(env, argv[2], &flags));
-	NAPI_OK(napi_get_value_uint32(env, argv[3], &mode));
-	char *path = fsafe_node_string(env, argv[0]);
-	if (!path)
+	struct fsafe_node_write w;
+	napi_value out;
+	if (!fsafe_node_write_args(env, info, &w))
 		return NULL;
 	struct fsafe_error err = {0};
-	struct fsafe_write_opts o = FSAFE_WRITE_OPTS_INIT;
-	o.flags = flags;
-	o.mode = (mode_t)mode;
-	o.error = &err;
-	int rc = fsafe_write_fileat(AT_FDCWD, path, buf, len, &o);
-	free(path);
+	w.opts.error = &err;
+	int rc = fsafe_write_fileat(AT_FDCWD, w.path, w.buf, w.len, &w.opts);
+	free(w.path);
 	if (rc == 0) {
 		NAPI_OK(napi_get_null(env, &out));
 		return out;
@@ -47,8 +53,7 @@ static napi_value write_sync(napi_env env, napi_callback_info info)
 	return fsafe_node_result(env, rc, &err);
 }
 
-/* The library's flags and codes the JS side passes or compares. */
-static napi_value flag_constants(napi_env env)
+napi_value fsafe_node_flags(napi_env env)
 {
 	static const struct {
 		const char *name;
@@ -82,16 +87,8 @@ static napi_value flag_constants(napi_env env)
 	return obj;
 }
 
-napi_status fsafe_node_init_write(napi_env env, napi_value exports)
-{
-	napi_status st = fsafe_node_export(env, exports, "isStagingName",
-	                                   is_staging_name);
-	if (st == napi_ok)
-		st = fsafe_node_export(env, exports, "writeSync", write_sync);
-	napi_value c = flag_constants(env);
-	if (st == napi_ok && !c)
-		st = napi_generic_failure;
-	if (st == napi_ok)
-		st = napi_set_named_property(env, exports, "flags", c);
-	return st;
-}
+const struct fsafe_node_fn fsafe_node_write[] = {
+	{"isStagingName", is_staging_name},
+	{"writeSync", write_sync},
+	{NULL, NULL},
+};

@@ -4,7 +4,7 @@
  * most and runs in place. The JS side wraps a handle in a Writable stream
  * and never issues two operations on one handle at once.
  */
-#include "addon.h"
+#include "pool.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,17 +17,14 @@ struct handle {
 
 enum op { OP_OPEN, OP_WRITE, OP_COMMIT };
 
-struct job {
-	napi_async_work work;
-	napi_deferred deferred;
+struct writer_call {
+	struct pool_call call;
 	enum op op;
 	struct handle *h;
-	napi_ref keep;       /* the handle or buffer the pool thread uses */
 	char *path;
 	struct fsafe_write_opts opts;
-	const void *buf;
+	const void *buf;     /* WRITE: the caller's, kept alive by the call */
 	size_t len;
-	int rc;
 };
 
 /* A handle the program dropped without finishing: abort, as the stream
@@ -41,186 +38,136 @@ static void finalize_handle(napi_env env, void *data, void *hint)
 	free(h);
 }
 
-static void run(napi_env env, void *data)
+static int run(struct pool_call *pc)
 {
-	(void)env;
-	struct job *j = data;
-	switch (j->op) {
+	struct writer_call *c = (struct writer_call *)pc;
+	int rc;
+	switch (c->op) {
 	case OP_OPEN:
-		j->rc = fsafe_writer_open(AT_FDCWD, j->path, &j->opts, &j->h->w);
-		break;
+		return fsafe_writer_open(AT_FDCWD, c->path, &c->opts, &c->h->w);
 	case OP_WRITE:
-		j->rc = fsafe_writer_write(j->h->w, j->buf, j->len);
-		break;
+		return fsafe_writer_write(c->h->w, c->buf, c->len);
 	case OP_COMMIT:
 		/* commit frees the writer whatever the outcome */
-		j->rc = fsafe_writer_commit(j->h->w);
-		j->h->w = NULL;
-		break;
+		rc = fsafe_writer_commit(c->h->w);
+		c->h->w = NULL;
+		return rc;
 	}
+	return -EINVAL;
 }
 
-static void done(napi_env env, napi_status status, void *data)
+static napi_value value(napi_env env, struct pool_call *pc)
 {
-	struct job *j = data;
-	napi_value v = NULL;
-	if (status == napi_cancelled && j->rc == 0)
-		j->rc = -ECANCELED;
-	if (j->rc < 0) {
-		v = fsafe_node_result(env, j->rc, &j->h->error);
-		if (!v)
-			napi_get_undefined(env, &v);
-		napi_reject_deferred(env, j->deferred, v);
-		if (j->op == OP_OPEN)
-			free(j->h);
-	} else if (j->op == OP_OPEN) {
-		if (napi_create_external(env, j->h, finalize_handle, NULL, &v) !=
-		    napi_ok) {
-			fsafe_writer_abort(j->h->w);
-			free(j->h);
-			napi_get_undefined(env, &v);
-		}
-		napi_resolve_deferred(env, j->deferred, v);
-	} else {
-		napi_get_undefined(env, &v);
-		napi_resolve_deferred(env, j->deferred, v);
-	}
-	if (j->keep)
-		napi_delete_reference(env, j->keep);
-	napi_delete_async_work(env, j->work);
-	free(j->path);
-	free(j);
-}
-
-static napi_value queue(napi_env env, struct job *j)
-{
-	napi_value promise, name;
-	NAPI_OK(napi_create_string_utf8(env, "fsafe.Writer", NAPI_AUTO_LENGTH,
-	                                &name));
-	NAPI_OK(napi_create_promise(env, &j->deferred, &promise));
-	NAPI_OK(napi_create_async_work(env, NULL, name, run, done, j, &j->work));
-	NAPI_OK(napi_queue_async_work(env, j->work));
-	return promise;
-}
-
-static struct job *job_new(napi_env env, enum op op)
-{
-	struct job *j = calloc(1, sizeof *j);
-	if (!j)
-		napi_throw_error(env, "ENOMEM", "out of memory");
-	else
-		j->op = op;
-	return j;
-}
-
-/* The live handle in `v`, or NULL with an EBADF error thrown. */
-static struct handle *live_handle(napi_env env, napi_value v)
-{
-	struct handle *h;
-	if (napi_get_value_external(env, v, (void **)&h) != napi_ok)
+	struct writer_call *c = (struct writer_call *)pc;
+	napi_value v;
+	if (c->op != OP_OPEN)
 		return NULL;
-	if (!h->w) {
-		napi_throw(env, fsafe_node_result(env, -EBADF, NULL));
+	NAPI_OK(napi_create_external(env, c->h, finalize_handle, NULL, &v));
+	c->h = NULL; /* the external owns it now */
+	return v;
+}
+
+static void release(struct pool_call *pc)
+{
+	struct writer_call *c = (struct writer_call *)pc;
+	if (c->op == OP_OPEN && c->h) /* failed, or no external made */
+		finalize_handle(NULL, c->h, NULL);
+	free(c->path);
+	free(c);
+}
+
+/* A call of `op` on the live handle in `v`, or NULL with an exception
+   pending (EBADF for a finished handle). */
+static struct writer_call *handle_call(napi_env env, napi_value v, enum op op)
+{
+	struct handle *h = pool_external(env, v);
+	if (!h)
+		return NULL;
+	if (!h->w)
+		return fsafe_node_throw(env, -EBADF);
+	struct writer_call *c = pool_call_new(env, sizeof *c, run, value,
+	                                      release);
+	if (c) {
+		c->op = op;
+		c->h = h;
+		c->call.error = &h->error;
+	}
+	return c;
+}
+
+/* argv[2] mode. */
+static struct pool_call *open_call(napi_env env, char *path, uint32_t flags,
+                                   const napi_value *argv)
+{
+	uint32_t mode;
+	struct writer_call *c = pool_call_new(env, sizeof *c, run, value,
+	                                      release);
+	if (!c) {
+		free(path);
 		return NULL;
 	}
-	return h;
+	c->op = OP_OPEN;
+	c->path = path;
+	if (napi_get_value_uint32(env, argv[2], &mode) != napi_ok ||
+	    !(c->h = fsafe_node_alloc(env, sizeof *c->h))) {
+		release(&c->call);
+		return NULL;
+	}
+	c->opts = (struct fsafe_write_opts)FSAFE_WRITE_OPTS_INIT;
+	c->opts.flags = flags;
+	c->opts.mode = (mode_t)mode;
+	c->opts.error = &c->h->error; /* kept by the writer for later calls */
+	c->call.error = &c->h->error;
+	return &c->call;
 }
 
 /* writerOpen(path, flags, mode) -> Promise<handle>. */
 static napi_value writer_open(napi_env env, napi_callback_info info)
 {
-	size_t argc = 3;
-	napi_value argv[3];
-	uint32_t flags, mode;
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-	NAPI_OK(napi_get_value_uint32(env, argv[1], &flags));
-	NAPI_OK(napi_get_value_uint32(env, argv[2], &mode));
-	struct job *j = job_new(env, OP_OPEN);
-	if (!j)
-		return NULL;
-	j->h = calloc(1, sizeof *j->h);
-	j->path = j->h ? fsafe_node_string(env, argv[0]) : NULL;
-	if (!j->path) {
-		free(j->h);
-		free(j);
-		return NULL;
-	}
-	j->opts = (struct fsafe_write_opts)FSAFE_WRITE_OPTS_INIT;
-	j->opts.flags = flags;
-	j->opts.mode = (mode_t)mode;
-	j->opts.error = &j->h->error; /* kept by the writer for later calls */
-	return queue(env, j);
+	return pool_open(env, info, 3, "fsafe.Writer", open_call);
 }
 
 /* writerWrite(handle, buffer) -> Promise; the buffer is held until done. */
 static napi_value writer_write(napi_env env, napi_callback_info info)
 {
-	size_t argc = 2;
 	napi_value argv[2];
 	void *buf;
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-	struct handle *h = live_handle(env, argv[0]);
-	if (!h)
+	NAPI_OK(fsafe_node_args(env, info, 2, argv));
+	struct writer_call *c = handle_call(env, argv[0], OP_WRITE);
+	if (!c)
 		return NULL;
-	struct job *j = job_new(env, OP_WRITE);
-	if (!j)
-		return NULL;
-	j->h = h;
-	if (napi_get_buffer_info(env, argv[1], &buf, &j->len) != napi_ok ||
-	    napi_create_reference(env, argv[1], 1, &j->keep) != napi_ok) {
-		free(j);
+	if (napi_get_buffer_info(env, argv[1], &buf, &c->len) != napi_ok) {
+		release(&c->call);
 		return NULL;
 	}
-	j->buf = buf;
-	return queue(env, j);
+	c->buf = buf;
+	return pool_queue(env, "fsafe.Writer", &c->call, argv[1]);
 }
 
 /* writerCommit(handle) -> Promise. */
 static napi_value writer_commit(napi_env env, napi_callback_info info)
 {
-	size_t argc = 1;
 	napi_value argv[1];
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-	struct handle *h = live_handle(env, argv[0]);
-	if (!h)
-		return NULL;
-	struct job *j = job_new(env, OP_COMMIT);
-	if (!j)
-		return NULL;
-	j->h = h;
-	if (napi_create_reference(env, argv[0], 1, &j->keep) != napi_ok) {
-		free(j);
-		return NULL;
-	}
-	return queue(env, j);
+	NAPI_OK(fsafe_node_args(env, info, 1, argv));
+	struct writer_call *c = handle_call(env, argv[0], OP_COMMIT);
+	return c ? pool_queue(env, "fsafe.Writer", &c->call, argv[0]) : NULL;
 }
 
 /* writerAbort(handle): discard now; a no-op on a finished handle. */
 static napi_value writer_abort(napi_env env, napi_callback_info info)
 {
-	size_t argc = 1;
-	napi_value argv[1];
-	struct handle *h;
-	NAPI_OK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-	NAPI_OK(napi_get_value_external(env, argv[0], (void **)&h));
-	fsafe_writer_abort(h->w);
-	h->w = NULL;
+	struct handle *h = fsafe_node_external_arg(env, info);
+	if (h) {
+		fsafe_writer_abort(h->w);
+		h->w = NULL;
+	}
 	return NULL;
 }
 
-napi_status fsafe_node_init_writer(napi_env env, napi_value exports)
-{
-	static const struct {
-		const char *name;
-		napi_callback fn;
-	} fns[] = {
-		{"writerOpen", writer_open},
-		{"writerWrite", writer_write},
-		{"writerCommit", writer_commit},
-		{"writerAbort", writer_abort},
-	};
-	napi_status st = napi_ok;
-	for (size_t i = 0; st == napi_ok && i < sizeof fns / sizeof fns[0]; i++)
-		st = fsafe_node_export(env, exports, fns[i].name, fns[i].fn);
-	return st;
-}
+const struct fsafe_node_fn fsafe_node_writer[] = {
+	{"writerOpen", writer_open},
+	{"writerWrite", writer_write},
+	{"writerCommit", writer_commit},
+	{"writerAbort", writer_abort},
+	{NULL, NULL},
+};
