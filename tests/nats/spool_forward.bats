@@ -64,7 +64,7 @@ $id-3 three" ]
 	# batch while the forwarders run.
 	(for i in $(seq 3000); do
 		echo "line $i"
-		[ $((i % 150)) -ne 0 ] || sleep 0.05
+		[ $((i % 20)) -ne 0 ] || sleep 0.01
 	done) >fifo 3>&- &
 	"$FSAFE" spool sp append fifo 3>&- &
 	app=$!
