@@ -56,6 +56,41 @@ $id-3 three" ]
 	[ "$(echo "$output" | wc -l)" -eq 4 ]
 }
 
+@test "forward --once drains while append reads a FIFO in another process" {
+	"$NS_TOOL" "$NS_URL" add CONC conc 120000
+	"$FSAFE" spool sp append </dev/null
+	mkfifo fifo
+	# The writer pauses now and then, so append flushes batch after
+	# batch while the forwarders run.
+	(for i in $(seq 3000); do
+		echo "line $i"
+		[ $((i % 20)) -ne 0 ] || sleep 0.01
+	done) >fifo 3>&- &
+	"$FSAFE" spool sp append fifo 3>&- &
+	app=$!
+	local end=$((SECONDS + 60)) during=0 n
+	while kill -0 "$app" 2>/dev/null; do
+		[ "$SECONDS" -lt "$end" ] || { kill "$app"; false; }
+		run --separate-stderr "$FSAFE" spool sp forward \
+			--nats "$NS_URL" --subject conc --once
+		[ "$status" -eq 0 ]
+		n=$(sed -n 's/^forwarded \([0-9]*\) records.*/\1/p' <<<"$stderr")
+		[ "${n:-0}" -eq 0 ] || during=$((during + 1))
+	done
+	wait "$app"
+	wait
+	run "$FSAFE" spool sp forward --nats "$NS_URL" --subject conc --once
+	[ "$status" -eq 0 ]
+	# Forwarded while append was still reading, more than once.
+	[ "$during" -ge 2 ]
+	id=$(cat sp/id)
+	run "$NS_TOOL" "$NS_URL" dump CONC
+	[ "$status" -eq 0 ]
+	[ "$output" = "$(seq 3000 | sed "s/.*/$id-& line &/")" ]
+	run "$FSAFE" spool sp stat
+	[[ "$output" == *"cursor: 3001"* ]]
+}
+
 @test "forward shows a status line on a terminal" {
 	command -v script >/dev/null || skip "script (util-linux) is not installed"
 	printf 'a\nb\n' | "$FSAFE" spool sp append
