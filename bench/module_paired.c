@@ -22,7 +22,8 @@
  *
  * Output: one line of "ARM SECONDS" pairs.
  *
- *   module_paired trace OP DIR N      set up, then N operations of OP
+ *   module_paired trace OP DIR N      set up (one write first: a thread
+ *       seeds its staging-name generator once), then N operations of OP
  *       between the markers access("fsafe-bench:begin") and
  *       access("fsafe-bench:end"), for strace; OP is one of write-path-new
  *       write-path-replace write-dirfd-new write-dirfd-replace batch-item
@@ -615,6 +616,9 @@ static int cmd_trace(char **argv)
 	unsigned char *buf = filled(KIB4, 1);
 	int dfd = mkdir_open(dir);
 
+	/* Set-up like the rest: the thread's staging-name generator takes its
+	   one getrandom at its first draw, not per operation. */
+	ok(fsafe_write_fileat(dfd, "warm-up", buf, KIB4, NULL), "warm-up");
 	if (!strncmp(op, "write-", 6))
 		trace_writes(dir, dfd, op, n, buf);
 	else if (!strcmp(op, "batch-item"))
