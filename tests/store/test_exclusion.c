@@ -260,6 +260,34 @@ static void a_killed_holder_frees_the_lock_at_once(void **state)
 	free(scratch);
 }
 
+/* A process still running a library whose store locked through
+   fsafe_lock in kernel mode (an OFD lock on .lock/lock) keeps puts out
+   while it holds that lock, and lets them in once it lets go. */
+static void an_older_kernel_mode_holder_keeps_puts_out(void **state)
+{
+	char *scratch = tu_mkscratch(), dir[4200], lock[4300];
+	struct fsafe_lock_opts lo = FSAFE_LOCK_OPTS_INIT;
+	fsafe_lock *l;
+	double ms;
+
+	(void)state;
+	snprintf(dir, sizeof(dir), "%s/store", scratch);
+	fsafe_store *s = su_open(dir, 0, 0);
+	su_put(s, "k", "before", 6);
+	fsafe_store_close(s);
+	snprintf(lock, sizeof(lock), "%s/.lock/lock", dir);
+	lo.flags = FSAFE_LOCK_KERNEL | FSAFE_LOCK_NO_WAIT;
+	assert_int_equal(fsafe_lock_acquire(AT_FDCWD, lock, &lo, &l), 0);
+	assert_int_equal(put_waiting(dir, 50, &ms), -ETIMEDOUT);
+	assert_int_equal(fsafe_lock_release(l), 0);
+	assert_int_equal(put_waiting(dir, 10000, &ms), 0);
+	s = su_open(dir, 0, 0);
+	assert_int_equal(su_content(s, "k", "after", 5, NULL, 0), SU_OLD);
+	fsafe_store_close(s);
+	tu_rmtree(scratch);
+	free(scratch);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -267,6 +295,7 @@ int main(void)
 		cmocka_unit_test(put_if_race_on_a_handle_shared_by_fork),
 		cmocka_unit_test(put_if_race_between_threads),
 		cmocka_unit_test(a_killed_holder_frees_the_lock_at_once),
+		cmocka_unit_test(an_older_kernel_mode_holder_keeps_puts_out),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
