@@ -23,27 +23,13 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
+sys.path.insert(0, os.path.join(ROOT, "bench", "peers"))
 
 import fsafe  # noqa: E402  (after the path is set)
+# The recipe is the peer driver's, the same the single-write rounds time.
+from python import write_durable as recipe  # noqa: E402
 
 SIZE = 4096
-
-
-def recipe(dirpath, target, data):
-    with tempfile.NamedTemporaryFile(dir=dirpath, delete=False) as f:
-        try:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        except BaseException:
-            os.unlink(f.name)
-            raise
-    os.replace(f.name, target)
-    fd = os.open(dirpath, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def binding(dirpath, target, data):

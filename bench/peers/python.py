@@ -52,4 +52,5 @@ def main():
     print("%.9f" % t)
 
 
-main()
+if __name__ == "__main__":
+    main()

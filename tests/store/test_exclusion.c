@@ -219,6 +219,23 @@ static int put_waiting(const char *dir, uint64_t timeout_ms, double *ms)
 	return r;
 }
 
+/* scratch/store with k = "before"; its path in dir. */
+static void store_with_before(const char *scratch, char *dir, size_t size)
+{
+	snprintf(dir, size, "%s/store", scratch);
+	fsafe_store *s = su_open(dir, 0, 0);
+	su_put(s, "k", "before", 6);
+	fsafe_store_close(s);
+}
+
+/* k holds what put_waiting() wrote. */
+static void assert_after(const char *dir)
+{
+	fsafe_store *s = su_open(dir, 0, 0);
+	assert_int_equal(su_content(s, "k", "after", 5, NULL, 0), SU_OLD);
+	fsafe_store_close(s);
+}
+
 static void a_killed_holder_frees_the_lock_at_once(void **state)
 {
 	char *scratch = tu_mkscratch(), dir[4200], c;
@@ -226,10 +243,8 @@ static void a_killed_holder_frees_the_lock_at_once(void **state)
 	double ms;
 
 	(void)state;
-	snprintf(dir, sizeof(dir), "%s/store", scratch);
-	fsafe_store *s = su_open(dir, 0, 0);
-	su_put(s, "k", "before", 6);
-	fsafe_store_close(s);
+	store_with_before(scratch, dir, sizeof(dir));
+	fsafe_store *s;
 	assert_int_equal(pipe(p), 0);
 	pid_t pid = fork();
 	assert_true(pid >= 0);
@@ -251,9 +266,7 @@ static void a_killed_holder_frees_the_lock_at_once(void **state)
 	assert_int_equal(put_waiting(dir, 10000, &ms), 0);
 	print_message("[ killed holder ] the next put took %.1f ms\n", ms);
 	assert_true(ms < 2000);
-	s = su_open(dir, 0, 0);
-	assert_int_equal(su_content(s, "k", "after", 5, NULL, 0), SU_OLD);
-	fsafe_store_close(s);
+	assert_after(dir);
 	close(p[0]);
 	close(p[1]);
 	tu_rmtree(scratch);
@@ -271,19 +284,14 @@ static void an_older_kernel_mode_holder_keeps_puts_out(void **state)
 	double ms;
 
 	(void)state;
-	snprintf(dir, sizeof(dir), "%s/store", scratch);
-	fsafe_store *s = su_open(dir, 0, 0);
-	su_put(s, "k", "before", 6);
-	fsafe_store_close(s);
+	store_with_before(scratch, dir, sizeof(dir));
 	snprintf(lock, sizeof(lock), "%s/.lock/lock", dir);
 	lo.flags = FSAFE_LOCK_KERNEL | FSAFE_LOCK_NO_WAIT;
 	assert_int_equal(fsafe_lock_acquire(AT_FDCWD, lock, &lo, &l), 0);
 	assert_int_equal(put_waiting(dir, 50, &ms), -ETIMEDOUT);
 	assert_int_equal(fsafe_lock_release(l), 0);
 	assert_int_equal(put_waiting(dir, 10000, &ms), 0);
-	s = su_open(dir, 0, 0);
-	assert_int_equal(su_content(s, "k", "after", 5, NULL, 0), SU_OLD);
-	fsafe_store_close(s);
+	assert_after(dir);
 	tu_rmtree(scratch);
 	free(scratch);
 }
