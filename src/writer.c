@@ -334,15 +334,25 @@ static int inherit_xattrs(fsafe_writer *w)
 	return 0;
 }
 
-static int writer_free(fsafe_writer *w)
+/* Everything the writer holds let go of, but its own memory: its error. */
+static int writer_release(fsafe_writer *w)
 {
-	int err = w->err;
-
 	if (w->named && !w->published)
 		fsafe__unlinkat(w->t.dirfd, w->staging, 0);
 	if (w->fd >= 0)
 		fsafe__close(w->fd);
 	fsafe__target_close(&w->t);
+	return w->err;
+}
+
+/* writer_release(), then the writer itself when it is on the heap. The
+   one-shot write never comes here: its writer is on its stack (and a
+   compiler that inlines this into it warns of a free it cannot rule
+   out). */
+static int writer_free(fsafe_writer *w)
+{
+	int err = writer_release(w);
+
 	if (w->on_heap)
 		free(w);
 	return err;
@@ -720,11 +730,17 @@ void fsafe__writer_set_error(fsafe_writer *w, struct fsafe_error *error)
 	w->error = error;
 }
 
-int fsafe__writer_finish(fsafe_writer *w)
+/* A failure's detail, reported once, at the end. */
+static void writer_report(const fsafe_writer *w)
 {
 	if (w->err)
 		fsafe__error_set(w->error, w->err, w->sys_errno, w->step,
 		                 w->published);
+}
+
+int fsafe__writer_finish(fsafe_writer *w)
+{
+	writer_report(w);
 	return writer_free(w);
 }
 
@@ -768,10 +784,11 @@ int fsafe_write_fileat(int dirfd, const char *path, const void *buf,
 		fsafe__writer_publish(&w);
 		if (!fsafe__writer_stage_lost(&w) || i + 1 == NAME_ATTEMPTS)
 			break;
-		writer_free(&w); /* a sweep took the stage: again */
+		writer_release(&w); /* a sweep took the stage: again */
 	}
 	fsafe__writer_sync_dir(&w);
-	return fsafe__writer_finish(&w);
+	writer_report(&w);
+	return writer_release(&w);
 }
 
 int fsafe_write_file(const char *path, const void *buf, size_t len,
