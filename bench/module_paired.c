@@ -49,6 +49,7 @@
 #include "fsafe/spool.h"
 #include "fsafe/store.h"
 #include "floor.h"
+#include "glib_write.h"
 
 #define KIB4 4096
 #define REC 100
@@ -109,16 +110,6 @@ static int mkdir_open(const char *path)
 	if (fd < 0)
 		die(path, errno);
 	return fd;
-}
-
-static int glib_write(const char *path, const void *buf, size_t len)
-{
-	return g_file_set_contents_full(path, buf, (gssize)len,
-	                                G_FILE_SET_CONTENTS_CONSISTENT |
-	                                        G_FILE_SET_CONTENTS_DURABLE,
-	                                0666, NULL)
-	               ? 0
-	               : -EIO;
 }
 
 /* ---- the cases ---------------------------------------------------------- */
@@ -184,7 +175,7 @@ static void batch_turn(struct run *r, int arm, long t)
 			close(d);
 		} else {
 			snprintf(file, sizeof(file), "%s/%s", path, name);
-			ok(glib_write(file, r->bufs[i % NBUF], KIB4), "glib");
+			ok(glib_durable_write(file, r->bufs[i % NBUF], KIB4), "glib");
 		}
 	}
 	r->spent[arm] += now() - t0;

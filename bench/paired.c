@@ -27,6 +27,7 @@
 
 #include "fsafe.h"
 #include "floor.h"
+#include "glib_write.h"
 
 enum { FLOOR, FSAFE, GLIB, N };
 static const char *const sub[N] = { "floor", "fsafe", "glib" };
@@ -65,12 +66,7 @@ static int one(int impl, int dirfd, const char *dir, const char *name,
 		return fsafe_write_fileat(dirfd, name, buf, len, NULL);
 	default:
 		snprintf(path, sizeof(path), "%s/%s", dir, name);
-		return g_file_set_contents_full(path, buf, (gssize)len,
-		                                G_FILE_SET_CONTENTS_CONSISTENT |
-		                                        G_FILE_SET_CONTENTS_DURABLE,
-		                                0666, NULL)
-		               ? 0
-		               : -EIO;
+		return glib_durable_write(path, buf, len);
 	}
 }
 
