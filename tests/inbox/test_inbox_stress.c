@@ -46,8 +46,13 @@
 #define C 4
 #define MAXPID 4194304
 
-struct prec { unsigned k; char id[64]; };          /* producer log */
-struct crec { char kind; int pid; char id[64]; };  /* consumer log */
+/* Log records of 128 bytes: a divisor of the page size, so none straddles
+   a page, where a SIGKILL may end a write between the two pages and tear
+   the record (and shift every record after it). */
+struct prec { unsigned k; char id[64]; char pad[60]; };         /* producer */
+struct crec { char kind; int pid; char id[64]; char pad[56]; }; /* consumer */
+_Static_assert(sizeof(struct prec) == 128 && sizeof(struct crec) == 128,
+               "log records must divide the page size");
 
 static char base[1024], dir[1100];
 static int nper;
@@ -57,7 +62,7 @@ static void append(const char *name, const void *rec, size_t len)
 	char path[1200];
 	snprintf(path, sizeof(path), "%s/%s", base, name);
 	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-	/* One write of a small record: never torn by a kill. */
+	/* One write of a record within one page: never torn by a kill. */
 	if (fd < 0 || write(fd, rec, len) != (ssize_t)len)
 		_exit(90);
 	close(fd);
