@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "cli_damage.h"
@@ -147,42 +148,106 @@ static int flush_batch(fsafe_spool *s, const char *dir, struct batch *b)
 	return CLI_OK;
 }
 
-/* Whether more input is there now. A stream that pauses (a log
-   followed) has its lines appended, durable and readable by another
-   process, instead of waiting for a full batch. */
-static bool input_ready(FILE *in)
-{
-	struct pollfd p = { .fd = fileno(in), .events = POLLIN };
+/*
+ * Records from a descriptor, read by hand rather than through stdio: the
+ * batch is flushed when no more input is ready, and only a reader that
+ * knows what it has buffered can tell. poll() on a FILE's descriptor
+ * misses the lines stdio already holds, so a batch would be cut between
+ * records that arrived in one write.
+ */
+struct reader {
+	int fd;
+	char sep;
+	bool eof;
+	char *buf;
+	size_t cap, start, end;
+};
 
-	return poll(&p, 1, 0) != 0;
+static bool input_ready(const struct reader *r)
+{
+	struct pollfd p = { .fd = r->fd, .events = POLLIN };
+
+	return r->start < r->end || r->eof || poll(&p, 1, 0) != 0;
 }
 
-static int append_from(fsafe_spool *s, const char *dir, FILE *in, char sep)
+/* Room for more input after what is unread; false when out of memory. */
+static bool reader_room(struct reader *r)
 {
-	struct batch *b = calloc(1, sizeof(*b));
-	char *line = NULL;
-	size_t cap = 0;
-	ssize_t n;
-	int rc = b ? CLI_OK : CLI_FAIL;
+	if (r->start) {
+		memmove(r->buf, r->buf + r->start, r->end - r->start);
+		r->end -= r->start;
+		r->start = 0;
+	}
+	if (r->end < r->cap)
+		return true;
+	size_t cap = r->cap ? r->cap * 2 : 64 * 1024;
+	char *b = realloc(r->buf, cap);
+	if (!b)
+		return false;
+	r->buf = b;
+	r->cap = cap;
+	return true;
+}
+
+/* The next record (its separator dropped) copied into *line: 1, or 0 at
+   the end of input, or -errno. */
+static int reader_next(struct reader *r, char **line, size_t *len)
+{
+	size_t scanned = 0;
 
 	for (;;) {
-		if (rc == CLI_OK && b->n && !input_ready(in))
+		size_t unread = r->end - r->start;
+		char *sep = unread > scanned ?
+			memchr(r->buf + r->start + scanned, r->sep,
+			       unread - scanned) : NULL;
+		size_t n = sep ? (size_t)(sep - r->buf) - r->start : unread;
+
+		if (sep || (r->eof && n > 0)) {
+			if (!(*line = malloc(n ? n : 1)))
+				return -ENOMEM;
+			memcpy(*line, r->buf + r->start, n);
+			*len = n;
+			r->start += n + (sep != NULL);
+			return 1;
+		}
+		if (r->eof)
+			return 0;
+		scanned = n;
+		if (!reader_room(r))
+			return -ENOMEM;
+		ssize_t got = read(r->fd, r->buf + r->end, r->cap - r->end);
+		if (got < 0 && errno != EINTR)
+			return -errno;
+		if (got == 0)
+			r->eof = true;
+		else if (got > 0)
+			r->end += (size_t)got;
+	}
+}
+
+static int append_from(fsafe_spool *s, const char *dir, int fd, char sep)
+{
+	struct batch *b = calloc(1, sizeof(*b));
+	struct reader in = { .fd = fd, .sep = sep };
+	int rc = b ? CLI_OK : CLI_FAIL;
+	int got = 0;
+
+	while (rc == CLI_OK) {
+		if (b->n && !input_ready(&in))
 			rc = flush_batch(s, dir, b);
-		if (rc != CLI_OK || (n = getdelim(&line, &cap, sep, in)) < 0)
+		char *line = NULL;
+		size_t n = 0;
+		if (rc != CLI_OK || (got = reader_next(&in, &line, &n)) <= 0)
 			break;
-		if (n > 0 && line[n - 1] == sep)
-			n--;
 		b->lines[b->n] = line;
-		b->v[b->n++] = (struct iovec){ line, (size_t)n };
-		b->bytes += (size_t)n;
-		line = NULL;
-		cap = 0;
+		b->v[b->n++] = (struct iovec){ line, n };
+		b->bytes += n;
 		if (b->n == BATCH_RECORDS || b->bytes >= BATCH_BYTES)
 			rc = flush_batch(s, dir, b);
 	}
-	free(line);
-	if (rc == CLI_OK && ferror(in)) {
-		cli_warn("spool %s: reading input: %s", dir, strerror(errno));
+	free(in.buf);
+	if (got < 0) {
+		cli_warn("spool %s: reading input: %s", dir, strerror(-got));
 		rc = CLI_FAIL;
 	}
 	if (b && flush_batch(s, dir, b) != CLI_OK)
@@ -196,21 +261,21 @@ static int do_append(void *ctx, int argc, char **argv)
 	struct spool_args *a = ctx;
 	const char *dir = a->dir;
 	fsafe_spool *s;
-	FILE *in = stdin;
+	int fd = STDIN_FILENO;
 
 	if (argc == 2 && strcmp(argv[1], "-") != 0 &&
-	    !(in = fopen(argv[1], "re"))) {
+	    (fd = open(argv[1], O_RDONLY | O_CLOEXEC)) < 0) {
 		cli_warn("spool %s: %s: %s", dir, argv[1], strerror(errno));
 		return CLI_FAIL;
 	}
 
 	int rc = open_spool(dir, a, FSAFE_SPOOL_CREATE, &s);
 	if (rc == CLI_OK) {
-		rc = append_from(s, dir, in, a->sep);
+		rc = append_from(s, dir, fd, a->sep);
 		fsafe_spool_close(s);
 	}
-	if (in != stdin)
-		fclose(in);
+	if (fd != STDIN_FILENO)
+		close(fd);
 	return rc;
 }
 

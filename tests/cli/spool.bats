@@ -235,6 +235,22 @@ teardown() {
 	[ -z "$output" ]
 }
 
+@test "records that arrive in one write stay one batch while input stays open" {
+	mkfifo in
+	"$FSAFE" spool sp append --max-record 50 < in > /dev/null 2> append.err 3>&- &
+	pid=$!
+	exec {w}> in
+	# One write, the input left open: the batch holds both records, so
+	# the over-long one fails it whole and append exits without EOF.
+	printf 'ok\n%s\n' "$(head -c 100 /dev/zero | tr '\0' x)" >&"$w"
+	status=0
+	wait "$pid" || status=$?
+	exec {w}>&-
+	[ "$status" -eq 1 ]
+	run --separate-stderr "$FSAFE" spool sp read
+	[ -z "$output" ]
+}
+
 @test "usage errors exit 2" {
 	run "$FSAFE" spool
 	[ "$status" -eq 2 ]
