@@ -813,10 +813,10 @@ int fsafe_inbox_ack(fsafe_inbox_consumer *c, const char *id)
 		return fail(ib, -EINVAL, "message id");
 	if ((r = fsafe__fstatat(c->fd, id, &st, AT_SYMLINK_NOFOLLOW)) < 0)
 		return fail(ib, r, "stat claim");
-	/* The claim's removal from new/ must be durable before the message
-	   goes, or a power cut could bring an acked message back. */
-	if ((r = fsafe__fsync(ib->newfd)) < 0)
-		return fail(ib, r, "fsync new/");
+	/* No sync of new/ first: the claim's sync of our directory made its
+	   rename durable whole, the name's removal from new/ included (the
+	   journaled rename the inbox needs, see claim()), so an acked message
+	   cannot come back there. */
 	if (ib->flags & FSAFE_INBOX_KEEP_DONE) {
 		r = move_durably(c->fd, id, ib->donefd, id);
 		if (r == -EEXIST) /* an earlier ack that was interrupted */

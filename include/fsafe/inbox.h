@@ -37,7 +37,9 @@
  *
  * Filesystem: a claim is one rename from new/ into the consumer's
  * directory, so the inbox needs a filesystem that never persists a
- * rename's removal half alone. Measured by power cuts at every call of a
+ * rename's removal half alone (an ack, which syncs only the consumer's
+ * directory, relies on the claim's rename being durable whole; take + ack
+ * cost two flushes). Measured by power cuts at every call of a
  * claim and of an ack to done/ (docs/DESIGN.md): no cut did on ext4, xfs,
  * btrfs, or overlayfs over ext4 or xfs, which journal a rename. On a
  * filesystem without a journal (ext2, vfat) nothing orders the two
