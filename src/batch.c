@@ -52,6 +52,7 @@ struct dir {
 	dev_t dev;
 	ino_t ino;
 	int fd;
+	int borrowed; /* the caller's fd its items borrowed, or -1 */
 };
 
 struct fsafe_batch {
@@ -139,6 +140,12 @@ int fsafe_batch_add(fsafe_batch *b, int dirfd, const char *path,
 		return fail(b->error, r < 0 ? r : -EINVAL, "options");
 	it.o.one_shot = true;
 	it.o.length = len;
+	/* Its writer ends inside commit, which needs the caller's dirfd
+	   open anyway: for a plain name no directory of its own. */
+	it.o.borrow_dirfd = true;
+	/* The buffer can be written again: a new file's stage needs no stat
+	   after its lock (see publish). */
+	it.o.restartable = true;
 	if (!(it.path = strdup(path)))
 		return fail(b->error, -ENOMEM, "allocate");
 	it.error = it.o.error;
@@ -190,6 +197,25 @@ static void collect_fds(struct item *items, size_t k, int *fds)
 }
 
 /*
+ * The filesystem of w's stage, (dev_t)-1 if unknown. A stage lives on its
+ * directory's filesystem, so items that borrowed the same caller's
+ * directory fd share one stat of it (*last and *last_dev remember it).
+ */
+static dev_t stage_dev(fsafe_writer *w, int *last, dev_t *last_dev)
+{
+	bool borrowed = fsafe__writer_dir_borrowed(w);
+	int fd = borrowed ? fsafe__writer_dir_fd(w) : fsafe__writer_data_fd(w);
+	struct stat st;
+
+	if (borrowed && fd == *last)
+		return *last_dev;
+	dev_t dev = fsafe__fstat(fd, &st) == 0 ? st.st_dev : (dev_t)-1;
+	if (borrowed)
+		*last = fd, *last_dev = dev;
+	return dev;
+}
+
+/*
  * Where one filesystem holds at least syncfs_min of the window's files,
  * one syncfs makes all their data durable; their fds are then taken out
  * of `fds`, and a failure fails each of them. `devs` is scratch space.
@@ -197,11 +223,12 @@ static void collect_fds(struct item *items, size_t k, int *fds)
 static void sync_by_filesystem(fsafe_batch *b, struct item *items, size_t k,
                                int *fds, dev_t *devs)
 {
-	struct stat st;
+	int last = -1;
+	dev_t last_dev = (dev_t)-1;
 
 	for (size_t i = 0; i < k; i++)
-		devs[i] = fds[i] >= 0 && fsafe__fstat(fds[i], &st) == 0
-		                  ? st.st_dev : (dev_t)-1;
+		devs[i] = fds[i] >= 0 ? stage_dev(items[i].w, &last, &last_dev)
+		                      : (dev_t)-1;
 	/* Distinct filesystems are few (usually one): a pass per each. */
 	for (size_t i = 0; i < k; i++) {
 		dev_t dev = devs[i];
@@ -248,22 +275,33 @@ static void sync_data(fsafe_batch *b, struct item *items, size_t k)
 	free(devs);
 }
 
-/* The index of dirfd's directory among those awaiting a sync. */
-static size_t dir_register(fsafe_batch *b, int dirfd)
+/* The index of w's directory among those awaiting a sync. A borrowed
+   caller's fd found again needs no stat: during commit it still names
+   the directory it named. */
+static size_t dir_register(fsafe_batch *b, fsafe_writer *w)
 {
+	int dirfd = fsafe__writer_dir_fd(w);
+	int borrowed = fsafe__writer_dir_borrowed(w) ? dirfd : -1;
 	struct stat st;
 
+	for (size_t i = 0; borrowed >= 0 && i < b->ndirs; i++)
+		if (b->dirs[i].borrowed == borrowed)
+			return i;
 	if (fsafe__fstat(dirfd, &st) < 0)
 		return NO_DIR;
-	for (size_t i = 0; i < b->ndirs; i++)
-		if (b->dirs[i].dev == st.st_dev && b->dirs[i].ino == st.st_ino)
-			return i;
+	for (size_t i = 0; i < b->ndirs; i++) {
+		if (b->dirs[i].dev != st.st_dev || b->dirs[i].ino != st.st_ino)
+			continue;
+		if (borrowed >= 0) /* another fd of it: the next item's, likely */
+			b->dirs[i].borrowed = borrowed;
+		return i;
+	}
 	if (!grow((void **)&b->dirs, &b->dcap, b->ndirs, sizeof(*b->dirs)))
 		return NO_DIR;
 	int fd = fsafe__open_dir(dirfd, ".");
 	if (fd < 0)
 		return NO_DIR;
-	b->dirs[b->ndirs] = (struct dir){ st.st_dev, st.st_ino, fd };
+	b->dirs[b->ndirs] = (struct dir){ st.st_dev, st.st_ino, fd, borrowed };
 	return b->ndirs++;
 }
 
@@ -272,8 +310,17 @@ static void publish(fsafe_batch *b, struct item *it)
 	if (!it->w)
 		return;
 	fsafe__writer_publish(it->w);
+	if (fsafe__writer_stage_lost(it->w)) {
+		/* A sweep took the stage before its lock: this item alone
+		   starts again, as a one-shot write (rare). */
+		fsafe_writer_abort(it->w);
+		it->w = NULL;
+		it->result = fsafe__write_oneshot(it->dirfd, it->path, it->buf,
+		                                  it->len, it->o);
+		return;
+	}
 	if (fsafe__writer_needs_dir_sync(it->w) &&
-	    (it->dir = dir_register(b, fsafe__writer_dir_fd(it->w))) == NO_DIR) {
+	    (it->dir = dir_register(b, it->w)) == NO_DIR) {
 		/* Could not share the sync: this one syncs its own. */
 		fsafe__writer_defer_dir_sync(it->w, false);
 		fsafe__writer_sync_dir(it->w);

@@ -714,6 +714,11 @@ int fsafe__writer_dir_fd(const fsafe_writer *w)
 	return w->t.dirfd;
 }
 
+bool fsafe__writer_dir_borrowed(const fsafe_writer *w)
+{
+	return w->t.borrowed;
+}
+
 bool fsafe__writer_needs_dir_sync(const fsafe_writer *w)
 {
 	return !w->err && w->published && !nosync(w) &&
@@ -759,16 +764,13 @@ void fsafe_writer_abort(fsafe_writer *w)
 		writer_free(w);
 }
 
-int fsafe_write_fileat(int dirfd, const char *path, const void *buf,
-                       size_t len, const struct fsafe_write_opts *opts)
+int fsafe__write_oneshot(int dirfd, const char *path, const void *buf,
+                         size_t len, struct fsafe__wopts o)
 {
-	struct fsafe__wopts o;
 	struct fsafe__target t;
 	fsafe_writer w; /* it ends inside this call: on the stack */
-	int r = fsafe__wopts_load_reporting(&o, opts);
+	int r;
 
-	if (r < 0)
-		return r;
 	o.borrow_dirfd = true; /* the writer ends before we return */
 	o.one_shot = true;
 	o.length = len;
@@ -789,6 +791,15 @@ int fsafe_write_fileat(int dirfd, const char *path, const void *buf,
 	fsafe__writer_sync_dir(&w);
 	writer_report(&w);
 	return writer_release(&w);
+}
+
+int fsafe_write_fileat(int dirfd, const char *path, const void *buf,
+                       size_t len, const struct fsafe_write_opts *opts)
+{
+	struct fsafe__wopts o;
+	int r = fsafe__wopts_load_reporting(&o, opts);
+
+	return r < 0 ? r : fsafe__write_oneshot(dirfd, path, buf, len, o);
 }
 
 int fsafe_write_file(const char *path, const void *buf, size_t len,

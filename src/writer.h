@@ -50,6 +50,10 @@ int fsafe__wopts_load_reporting(struct fsafe__wopts *o,
                                 const struct fsafe_write_opts *opts);
 
 /* fsafe_writer_open() with options already loaded. */
+/* fsafe_write_fileat() with options loaded already (a batch item whose
+   stage a sweep took before its lock starts again through this). */
+int fsafe__write_oneshot(int dirfd, const char *path, const void *buf,
+                         size_t len, struct fsafe__wopts o);
 int fsafe__writer_open(int dirfd, const char *path,
                        const struct fsafe__wopts *o, fsafe_writer **out);
 
@@ -95,6 +99,10 @@ int fsafe__writer_fail(fsafe_writer *w, int r, const char *step);
    the caller must sync, before finish. */
 void fsafe__writer_defer_dir_sync(fsafe_writer *w, bool defer);
 int fsafe__writer_dir_fd(const fsafe_writer *w);
+/* Whether that is the caller's own descriptor (borrow_dirfd, a plain
+   name): the same number then names the same directory for as long as
+   the caller keeps it open. */
+bool fsafe__writer_dir_borrowed(const fsafe_writer *w);
 bool fsafe__writer_needs_dir_sync(const fsafe_writer *w);
 /* The caller's error detail, to fill in after a deferred sync fails. */
 struct fsafe_error *fsafe__writer_error_out(const fsafe_writer *w);

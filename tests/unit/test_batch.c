@@ -474,6 +474,124 @@ static void batch_error_detail(void **state)
 	fsafe_batch_free(b);
 }
 
+/*
+ * Plain names beside a caller's directory fd: the items borrow that fd
+ * (no directory of their own: one openat each, for the stage), and each
+ * directory is synced once, found by fd number or, for a second fd of
+ * the same directory, by device and inode.
+ */
+static void plain_names_borrow_the_callers_directory(void **state)
+{
+	struct fx *f = *state;
+	int da = openat(f->dirfd, "a", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int db = openat(f->dirfd, "b", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int da2 = openat(f->dirfd, "a", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	const int dirs[] = { da, da, db, da2 }; /* N / 4 items each */
+	fsafe_batch *b;
+
+	assert_true(da >= 0 && db >= 0 && da2 >= 0);
+	assert_int_equal(fsafe_batch_new(NULL, &b), 0);
+	for (int i = 0; i < N; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "p%03d", i);
+		snprintf(contents[i], sizeof(contents[i]), "plain %d", i);
+		assert_int_equal(fsafe_batch_add(b, dirs[i / (N / 4)], name,
+		                                 contents[i],
+		                                 strlen(contents[i]), NULL),
+		                 i);
+	}
+	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
+	assert_int_equal(fsafe_batch_commit(b), 0);
+	int opens = fault_calls_named("openat");
+	int dirsyncs = fault_calls_named("fsync");
+	int stats = fault_calls_named("fstat");
+	fault_remove();
+	fsafe_batch_free(b);
+	for (int i = 0; i < N; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "%s/p%03d",
+		         dirs[i / (N / 4)] == db ? "b" : "a", i);
+		assert_true(tu_equals(f->dir, name, contents[i],
+		                      strlen(contents[i])));
+	}
+	print_message("openat %d, fstat %d, directory syncs %d for %d items\n",
+	              opens, stats, dirsyncs, N);
+	assert_int_equal(opens, N + 2); /* the stages; a and b for their syncs */
+	assert_int_equal(dirsyncs, 2);
+	/* New files: no stat of a stage after its lock, and the directories'
+	   per directory fd, not per item. */
+	assert_in_range(stats, 0, 2 * 4);
+	close(da);
+	close(db);
+	close(da2);
+}
+
+/*
+ * A new file's stage is not stat'ed after its lock: a sweep of age 0
+ * that takes one in the moment before the lock shows at its rename
+ * (ENOENT), and that item alone is written again, as a one-shot write.
+ */
+static int race_dirfd, race_swept;
+
+static void sweep_at_lock(int call, const char *name)
+{
+	(void)call;
+	if (!strcmp(name, "fcntl") && race_swept < 0)
+		race_swept = fsafe_sweep(race_dirfd, ".", 0, 0, NULL, NULL);
+}
+
+static fsafe_batch *three_new(struct fx *f, const char *prefix)
+{
+	fsafe_batch *b;
+
+	assert_int_equal(fsafe_batch_new(NULL, &b), 0);
+	for (int i = 0; i < 3; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "%s%d", prefix, i);
+		snprintf(contents[i], sizeof(contents[i]), "swept %d", i);
+		assert_int_equal(fsafe_batch_add(b, f->dirfd, name, contents[i],
+		                                 strlen(contents[i]), NULL),
+		                 i);
+	}
+	return b;
+}
+
+static void a_swept_stage_is_written_again(void **state)
+{
+	struct fx *f = *state;
+	fsafe_batch *b = three_new(f, "probe");
+
+	/* The hook runs before one call: find the first lock's number. */
+	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
+	assert_int_equal(fsafe_batch_commit(b), 0);
+	int lock_at = fault_first_call_named("fcntl");
+	fault_remove();
+	fsafe_batch_free(b);
+	assert_true(lock_at > 0);
+
+	b = three_new(f, "s");
+	race_dirfd = f->dirfd;
+	race_swept = -1;
+	fault_install(&(struct fault_plan){ .kind = FAULT_HOOK, .at = lock_at,
+	                                    .hook = sweep_at_lock });
+	assert_int_equal(fsafe_batch_commit(b), 0);
+	int renames = fault_calls_named("renameat");
+	fault_remove();
+	assert_int_equal(race_swept, 1); /* the sweep took item 0's stage */
+	assert_int_equal(renames, 4);    /* its ENOENT, then its new stage's */
+	for (size_t i = 0; i < 3; i++)
+		assert_int_equal(fsafe_batch_result(b, i), 0);
+	fsafe_batch_free(b);
+	for (int i = 0; i < 3; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "s%d", i);
+		assert_true(tu_equals(f->dir, name, contents[i],
+		                      strlen(contents[i])));
+	}
+	assert_int_equal(tu_count_staging(f->dir), 0);
+	assert_int_equal(fault_open_fds(), f->fds_before);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -489,6 +607,8 @@ int main(void)
 		T(the_default_window_follows_the_descriptor_limit),
 		T(freeing_uncommitted_changes_nothing),
 		T(memory_stays_bounded),
+		T(plain_names_borrow_the_callers_directory),
+		T(a_swept_stage_is_written_again),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
