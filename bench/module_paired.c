@@ -447,6 +447,11 @@ static int cmd_case(int argc, char **argv)
 		for (long i = 0; i < r.n; i++)
 			r.iov[i] = (struct iovec){ r.big + i * REC, REC };
 		r.turn = spool_turn;
+		/* Set-up, untimed, like the raw file's creation: the spool's
+		   first append makes its first segment (a durable create). */
+		spool_turn(&r, P_SPOOL, 0);
+		spool_turn(&r, P_RAW, 0);
+		r.spent[P_SPOOL] = r.spent[P_RAW] = 0;
 	} else {
 		fprintf(stderr, "module_paired: bad arguments\n");
 		return 2;
