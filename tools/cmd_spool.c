@@ -159,6 +159,7 @@ struct reader {
 	int fd;
 	char sep;
 	bool eof;
+	size_t max; /* the longest record: a longer one is not read whole */
 	char *buf;
 	size_t cap, start, end;
 };
@@ -190,7 +191,8 @@ static bool reader_room(struct reader *r)
 }
 
 /* The next record (its separator dropped) copied into *line: 1, or 0 at
-   the end of input, or -errno. */
+   the end of input, or -errno (-EMSGSIZE: longer than r->max, found
+   without reading the rest of it). */
 static int reader_next(struct reader *r, char **line, size_t *len)
 {
 	size_t scanned = 0;
@@ -202,6 +204,8 @@ static int reader_next(struct reader *r, char **line, size_t *len)
 			       unread - scanned) : NULL;
 		size_t n = sep ? (size_t)(sep - r->buf) - r->start : unread;
 
+		if (n > r->max)
+			return -EMSGSIZE;
 		if (sep || (r->eof && n > 0)) {
 			if (!(*line = malloc(n ? n : 1)))
 				return -ENOMEM;
@@ -225,10 +229,11 @@ static int reader_next(struct reader *r, char **line, size_t *len)
 	}
 }
 
-static int append_from(fsafe_spool *s, const char *dir, int fd, char sep)
+static int append_from(fsafe_spool *s, const char *dir, int fd, char sep,
+                       size_t max)
 {
 	struct batch *b = calloc(1, sizeof(*b));
-	struct reader in = { .fd = fd, .sep = sep };
+	struct reader in = { .fd = fd, .sep = sep, .max = max };
 	int rc = b ? CLI_OK : CLI_FAIL;
 	int got = 0;
 
@@ -246,7 +251,15 @@ static int append_from(fsafe_spool *s, const char *dir, int fd, char sep)
 			rc = flush_batch(s, dir, b);
 	}
 	free(in.buf);
-	if (got < 0) {
+	if (got == -EMSGSIZE) {
+		/* As the library would refuse it: nothing of its batch. */
+		cli_warn("spool %s: append: a record is longer than %zu bytes "
+		         "(--max-record)", dir, max);
+		rc = CLI_FAIL;
+		for (size_t i = 0; i < b->n; i++)
+			free(b->lines[i]);
+		b->n = 0;
+	} else if (got < 0) {
 		cli_warn("spool %s: reading input: %s", dir, strerror(-got));
 		rc = CLI_FAIL;
 	}
@@ -271,7 +284,9 @@ static int do_append(void *ctx, int argc, char **argv)
 
 	int rc = open_spool(dir, a, FSAFE_SPOOL_CREATE, &s);
 	if (rc == CLI_OK) {
-		rc = append_from(s, dir, fd, a->sep);
+		rc = append_from(s, dir, fd, a->sep,
+		                 a->max_record ? (size_t)a->max_record
+		                               : (size_t)RECORD_LIMIT);
 		fsafe_spool_close(s);
 	}
 	if (fd != STDIN_FILENO)

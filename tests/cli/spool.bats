@@ -235,6 +235,19 @@ teardown() {
 	[ -z "$output" ]
 }
 
+@test "a record over --max-record is refused before it is read whole" {
+	run --separate-stderr bash -c "{ printf 'ok\\n'; head -c 300000 /dev/zero | tr '\\0' x; } |
+		'$FSAFE' spool sp append --max-record 1K"
+	[ "$status" -eq 1 ]
+	[[ "$stderr" == *"a record is longer than 1024 bytes (--max-record)"* ]]
+	run --separate-stderr "$FSAFE" spool sp read
+	[ -z "$output" ]
+	# An endless line: refused at the bound, not read until memory ends.
+	run --separate-stderr timeout 20 "$FSAFE" spool sp append --max-record 1K < /dev/zero
+	[ "$status" -eq 1 ]
+	[[ "$stderr" == *"longer than 1024 bytes"* ]]
+}
+
 @test "records that arrive in one write stay one batch while input stays open" {
 	mkfifo in
 	"$FSAFE" spool sp append --max-record 50 < in > /dev/null 2> append.err 3>&- &
