@@ -1229,9 +1229,13 @@ static int head_read(const fsafe_spool *s, struct fsafe__head *h)
 	if (s->hfd < 0)
 		return 0;
 	for (int i = 0; i < 4; i++) {
-		ssize_t n = fsafe__pread_full(s->hfd, b, sizeof(b), 0);
+		/* One pread, not pread_full's second one to see the end: a
+		   short count here only fails the decode, and we read again. */
+		ssize_t n = SYS->pread(s->hfd, b, sizeof(b), 0);
+		if (n < 0 && errno == EINTR)
+			continue;
 		if (n < 0)
-			return (int)n;
+			return -errno;
 		if (fsafe__head_decode(b, (size_t)n, h))
 			return 1;
 	}
