@@ -30,6 +30,8 @@
 static char dir[256];
 static int dirfd_ = -1;
 
+static void cleanup(void);
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
@@ -39,6 +41,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	if (!mkdtemp(dir) ||
 	    (dirfd_ = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
 		abort();
+	atexit(cleanup);
 	return 0;
 }
 
@@ -49,6 +52,12 @@ static int rm_one(const char *path, const struct stat *st, int flag,
 	(void)flag;
 	(void)ftw;
 	return remove(path);
+}
+
+/* The scratch directory, gone when the fuzzer exits. */
+static void cleanup(void)
+{
+	nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 /* The spool of the last input, gone (no fork per input: speed). */
