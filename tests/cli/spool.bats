@@ -253,9 +253,11 @@ teardown() {
 	"$FSAFE" spool sp append --max-record 50 < in > /dev/null 2> append.err 3>&- &
 	pid=$!
 	exec {w}> in
-	# One write, the input left open: the batch holds both records, so
-	# the over-long one fails it whole and append exits without EOF.
-	printf 'ok\n%s\n' "$(head -c 100 /dev/zero | tr '\0' x)" >&"$w"
+	# One write (cat's; bash's printf writes "ok\n" and the rest apart),
+	# the input left open: the batch holds both records, so the
+	# over-long one fails it whole and append exits without EOF.
+	printf 'ok\n%s\n' "$(head -c 100 /dev/zero | tr '\0' x)" > payload
+	cat payload >&"$w"
 	status=0
 	wait "$pid" || status=$?
 	exec {w}>&-
