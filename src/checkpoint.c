@@ -97,6 +97,7 @@ struct fsafe_checkpoint {
 	bool log_newline;   /* the log ends in a torn record: start afresh */
 	bool unclean;
 	bool in_tx;
+	bool untidy;        /* a generation to remove may be left: see tidy */
 	uint64_t current;
 	/* Why CURRENT cannot be trusted (0: it can): while it is not, no
 	   generation is removed. */
@@ -118,29 +119,55 @@ static int cp_fail(const fsafe_checkpoint *cp, int r, const char *step)
 /* ---- the event log ------------------------------------------------------- */
 
 /*
- * Append one event durably. pwrite at the size we hold: the fd is
+ * Append events durably: one write and one sync for all of them (a save
+ * and the removals it makes due). pwrite at the size we hold: the fd is
  * O_APPEND, so the kernel appends anyway, and the offset passed is the
  * one the write really lands at (which a recorder of the table sees).
  * An audit failure never fails the operation it records.
  */
-static void log_event(fsafe_checkpoint *cp, enum fsafe_checkpoint_event_kind k,
-                      uint64_t gen)
-{
-	char rec[160];
-	struct stat st;
-	size_t n = 0;
+#define EVENT_MAX 160
 
-	if (cp->logfd < 0 || fsafe__fstat(cp->logfd, &st) < 0)
-		return;
+struct event {
+	enum fsafe_checkpoint_event_kind kind;
+	uint64_t gen;
+};
+
+static int log_events(fsafe_checkpoint *cp, const struct event *ev, size_t n)
+{
+	char one[EVENT_MAX + 1], *rec = n > 1 ? malloc(n * EVENT_MAX + 1) : one;
+	struct stat st;
+	size_t len = 0;
+	int r = 0;
+
+	if (!n || cp->logfd < 0)
+		goto out;
+	if (!rec)
+		r = -ENOMEM;
+	if (r < 0 || (r = fsafe__fstat(cp->logfd, &st)) < 0)
+		goto out;
 	if (cp->log_newline)
-		rec[n++] = '\n';
-	n += (size_t)fsafe__event_format(rec + n, sizeof(rec) - n,
-	                                 fsafe__now_ms(), getpid(), k, gen);
-	if (fsafe__pwrite_all(cp->logfd, rec, n, st.st_size) == 0 &&
-	    fsafe__fdatasync(cp->logfd) == 0)
+		rec[len++] = '\n';
+	for (size_t i = 0; i < n; i++)
+		len += (size_t)fsafe__event_format(rec + len, EVENT_MAX,
+		                                   fsafe__now_ms(), getpid(),
+		                                   ev[i].kind, ev[i].gen);
+	if ((r = fsafe__pwrite_all(cp->logfd, rec, len, st.st_size)) == 0 &&
+	    (r = fsafe__fdatasync(cp->logfd)) == 0)
 		cp->log_newline = false;
 	else
 		cp->log_newline = true; /* a short write left a torn record */
+out:
+	if (rec != one)
+		free(rec);
+	return r;
+}
+
+static void log_event(fsafe_checkpoint *cp, enum fsafe_checkpoint_event_kind k,
+                      uint64_t gen)
+{
+	struct event e = { k, gen };
+
+	(void)log_events(cp, &e, 1);
 }
 
 static int open_log(fsafe_checkpoint *cp)
@@ -496,9 +523,8 @@ static int empty_dir(int fd)
 	return r;
 }
 
-/* Remove generation seq (its files, then the directory); `record` it in
-   the audit trail (not a transaction's own, never complete, one). */
-static int remove_gen(fsafe_checkpoint *cp, uint64_t seq, bool record)
+/* Remove generation seq: its files, then the directory. */
+static int remove_gen(fsafe_checkpoint *cp, uint64_t seq)
 {
 	char name[GEN_NAME_LEN + 1];
 	int fd, r;
@@ -513,22 +539,39 @@ static int remove_gen(fsafe_checkpoint *cp, uint64_t seq, bool record)
 	fsafe__close(fd);
 	if (r == 0)
 		r = fsafe__unlinkat(cp->dirfd, name, AT_REMOVEDIR);
-	if (r == 0 && record)
-		log_event(cp, FSAFE_CHECKPOINT_EV_REMOVED, seq);
 	return r == -ENOENT ? 0 : r;
 }
 
-/* Remove partial generations (newer than CURRENT) and those beyond keep. */
-static int tidy(fsafe_checkpoint *cp)
+/* A transaction's own generation, never complete: no event; if it
+   stays, the next begin tries again. */
+static void drop_gen(fsafe_checkpoint *cp, uint64_t seq)
 {
-	uint64_t *v = NULL;
-	size_t n, older = 0;
-	int r, first = 0;
+	if (remove_gen(cp, seq) < 0)
+		cp->untidy = true;
+}
 
-	if (cp->cur_err)
-		return 0; /* which one is complete is not known: keep them all */
-	if ((r = list_gens(cp->dirfd, true, &v, &n)) < 0)
-		return r;
+/*
+ * Remove partial generations (newer than CURRENT) and those beyond keep.
+ * `saved` (0: none) is the generation a save just made current: its
+ * event and the removals it makes due go to the trail in one write and
+ * one sync. A removal is recorded before its files go, and not made when
+ * the record failed: a stop between the two leaves a generation the trail
+ * calls removed (the next open removes it), never one it calls live and
+ * that is missing (check's "lost").
+ */
+static int tidy(fsafe_checkpoint *cp, uint64_t saved)
+{
+	struct event *ev = NULL;
+	uint64_t *v = NULL;
+	size_t n = 0, nev = 0, older = 0;
+	int r, lr = 0, first = 0;
+
+	if (!cp->cur_err && (lr = list_gens(cp->dirfd, true, &v, &n)) < 0)
+		n = 0;
+	if (!(ev = malloc((n + 1) * sizeof(*ev))))
+		n = 0, first = -ENOMEM;
+	else if (saved)
+		ev[nev++] = (struct event){ FSAFE_CHECKPOINT_EV_SAVED, saved };
 	for (size_t i = 0; i < n; i++)
 		older += v[i] <= cp->current;
 	for (size_t i = 0; i < n; i++) {
@@ -537,11 +580,25 @@ static int tidy(fsafe_checkpoint *cp)
 		bool partial = v[i] > cp->current &&
 		               !trail_live(&cp->trail, v[i]);
 		bool old = !partial && older > cp->keep && i < older - cp->keep;
-		if ((partial || old) && (r = remove_gen(cp, v[i], true)) < 0 && !first)
-			first = r;
+		/* With no trail to record it in (events.log could not be
+		   opened), a generation the trail read at open calls live
+		   stays: its removal would read as a loss. */
+		if ((partial || old) &&
+		    (cp->logfd >= 0 || !trail_live(&cp->trail, v[i])))
+			ev[nev++] = (struct event){ FSAFE_CHECKPOINT_EV_REMOVED,
+			                            v[i] };
 	}
+	if (ev && (r = log_events(cp, ev, nev)) < 0)
+		first = r, nev = 0;
+	for (size_t i = saved != 0; i < nev; i++)
+		if ((r = remove_gen(cp, ev[i].gen)) < 0 && !first)
+			first = r;
+	/* A generation left behind (a failure to remove it, or to list
+	   them) is tried again by the next begin. */
+	cp->untidy = lr < 0 || first < 0;
+	free(ev);
 	free(v);
-	return first;
+	return lr < 0 ? lr : first;
 }
 
 /* Read and check generation `gfd`'s manifest; it must name seq. */
@@ -979,7 +1036,7 @@ static int open_writer(fsafe_checkpoint *cp, const char **step)
 	/* The recovery: nothing a dead writer left may survive. Under the
 	   lock no live writer of ours can own a staging file here. A
 	   generation that cannot be removed (damaged) stays for repair. */
-	tidy(cp);
+	tidy(cp, 0);
 	r = fsafe_sweep(cp->dirfd, ".", 0, 0, NULL, NULL);
 	if (r < 0)
 		return r;
@@ -1160,7 +1217,8 @@ int fsafe_checkpoint_begin(fsafe_checkpoint *cp, fsafe_checkpoint_tx **out)
 	if (seq > GEN_MAX)
 		return cp_fail(cp, -EOVERFLOW, "begin (generation numbers used up)");
 	/* A failed commit whose cleanup failed too left a partial one. */
-	tidy(cp);
+	if (cp->untidy)
+		tidy(cp, 0);
 	if (!(tx = calloc(1, sizeof(*tx))))
 		return cp_fail(cp, -ENOMEM, "allocate");
 	tx->cp = cp;
@@ -1175,7 +1233,7 @@ int fsafe_checkpoint_begin(fsafe_checkpoint *cp, fsafe_checkpoint_tx **out)
 		if (r == 0)
 			r = tx->gfd;
 		if (r != -EEXIST)
-			remove_gen(cp, tx->seq, false);
+			drop_gen(cp, tx->seq);
 		tx_free(tx);
 		return cp_fail(cp, r, "make generation");
 	}
@@ -1439,18 +1497,19 @@ int fsafe_checkpoint_commit(fsafe_checkpoint_tx *tx, uint64_t *generation)
 	if (r < 0 && r != FSAFE_ENOTDURABLE) {
 		/* CURRENT still names the old set; this one goes (if that
 		   fails too, the next open or begin removes it). */
-		remove_gen(cp, seq, false);
+		drop_gen(cp, seq);
 		return r;
 	}
 	cp->current = cp->seen = seq;
 	cp->cur_err = 0;
 	if (generation)
 		*generation = seq;
-	log_event(cp, FSAFE_CHECKPOINT_EV_SAVED, seq);
 	/* Older generations go only once CURRENT is durable, and not in the
 	   save that found CURRENT lost: that one removes nothing. */
 	if (r == 0 && !was_lost)
-		tidy(cp);
+		tidy(cp, seq);
+	else
+		log_event(cp, FSAFE_CHECKPOINT_EV_SAVED, seq);
 	return r;
 }
 
@@ -1462,7 +1521,7 @@ void fsafe_checkpoint_abort(fsafe_checkpoint_tx *tx)
 	uint64_t seq = tx->seq;
 
 	tx_free(tx);
-	remove_gen(cp, seq, false);
+	drop_gen(cp, seq);
 }
 
 /* ---- check and repair -------------------------------------------------------- */
@@ -1640,8 +1699,8 @@ static void walk_strays(struct walk *w, uint64_t seq)
  * Generations the trail says were saved and never removed, but that are
  * not there (present: v, n entries, sorted): lost, and only the trail
  * knows. Repair records the loss (a "removed" event), nothing else can
- * be done. (A crash between removing a generation and recording it shows
- * here too.)
+ * be done. (A removal is recorded before it starts: a crash in between
+ * does not show here.)
  */
 static void walk_missing(struct walk *w, const uint64_t *v, size_t n)
 {
@@ -1690,6 +1749,9 @@ static uint64_t walk_gens(struct walk *w, uint64_t cur, int cur_err)
 	for (size_t i = 0; i < n && !w->stop; i++) {
 		bool partial = !cur_err && v[i] > cur &&
 		               !trail_live(&w->trail, v[i]);
+		/* Recorded as removed, yet here: a removal a stop cut short,
+		   no damage (the next writer's open finishes it). */
+		bool removing = !partial && set_has(&w->trail.gone, v[i]);
 		int r = gen_verify(w->dirfd, v[i], path, what, sizeof(path));
 		if (r == 0 && !partial) {
 			best = v[i];
@@ -1698,22 +1760,25 @@ static uint64_t walk_gens(struct walk *w, uint64_t cur, int cur_err)
 		}
 		if (r < 0)
 			break;
-		/* check beside a live writer: its save, not damage. (repair
-		   holds the lock itself.) */
-		if (partial && !w->cp && writer_alive(w->dirfd))
+		/* check beside a live writer: its save or removal, not damage.
+		   (repair holds the lock itself.) */
+		if ((partial || removing) && !w->cp && writer_alive(w->dirfd))
 			continue;
 		gen_name(v[i], name);
-		if (partial) {
+		if (partial || removing) {
 			snprintf(path, sizeof(path), "%s", name);
-			snprintf(what, sizeof(what), "newer than CURRENT (a save "
-			         "that did not finish)");
+			snprintf(what, sizeof(what), "%s", partial
+			         ? "newer than CURRENT (a save that did not finish)"
+			         : "removed in events.log, yet here (a removal "
+			           "that did not finish)");
 		}
 		char why[1100];
 		snprintf(why, sizeof(why), "%s: %s\n", path, what);
 		if (w->cp)
 			fix_quarantine(w, name, why, v[i], action,
 			               sizeof(action));
-		report(w, path, what, w->cp ? action : NULL, partial ? 0 : 1);
+		report(w, path, what, w->cp ? action : NULL,
+		       partial || removing ? 0 : 1);
 	}
 	walk_missing(w, v, n);
 	free(v);

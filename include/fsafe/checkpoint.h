@@ -301,7 +301,8 @@ enum fsafe_checkpoint_event_kind {
 	FSAFE_CHECKPOINT_EV_LOADED = 2,
 	/* Open found the previous writer's shutdown unclean. */
 	FSAFE_CHECKPOINT_EV_RECOVERED = 3,
-	/* A generation was removed (old, or partial). */
+	/* A generation was removed (old, or partial): recorded as its removal
+	   starts, with the save that made it old. */
 	FSAFE_CHECKPOINT_EV_REMOVED = 4,
 	/* A damaged generation (or CURRENT, events.log, OPEN) was moved to
 	   quarantine/; the generation is 0 for anything but a generation. */

@@ -9,7 +9,9 @@
  * The save is the whole life of a writer: open (lock, marker, recovery),
  * begin, add, commit, close. Variants: every file changed, or one file
  * unchanged (hard-linked from the previous generation), or the large file
- * streamed.
+ * streamed, or a save that makes the oldest generation due for removal
+ * (keep 2 over two). After every stop, check counts no generation lost;
+ * after the next writer's open, it finds nothing at all.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -66,13 +68,16 @@ struct variant {
 	const char *name;
 	const struct file *set;
 	bool stream;        /* the large file through a stream */
+	bool removes;       /* an older generation before the old set */
 };
 
 static const struct variant variants[] = {
-	{ "all changed", new_set, false },
-	{ "one unchanged (linked)", new_linked, false },
-	{ "large file streamed", new_set, true },
+	{ "all changed", new_set, false, false },
+	{ "one unchanged (linked)", new_linked, false, false },
+	{ "large file streamed", new_set, true, false },
+	{ "a removal due", new_set, false, true },
 };
+#define NVARIANTS (sizeof(variants) / sizeof(variants[0]))
 
 /* What the child reports, in memory shared with the parent. */
 struct shared {
@@ -136,12 +141,14 @@ static int save(const char *dir, const struct variant *v)
 	return r < 0 ? r : c;
 }
 
-static void prepare_old(const char *dir)
+static void prepare_old(const char *dir, const struct variant *v)
 {
-	const struct variant old = { "old", old_set, false };
+	const struct variant old = { "old", old_set, false, false };
 
 	tu_rmtree(dir);
 	memset(sh, 0, sizeof(*sh));
+	if (v->removes && save(dir, &variants[0]) != 0)
+		fail_msg("could not save the oldest set");
 	if (save(dir, &old) != 0)
 		fail_msg("could not save the old set");
 	memset(sh, 0, sizeof(*sh));
@@ -206,6 +213,19 @@ static const char *leftovers(const char *dir, uint64_t current, char *buf,
 	return NULL;
 }
 
+static int add_damage(const struct fsafe_damage *d, void *arg)
+{
+	*(uint64_t *)arg += d->lost;
+	return 0;
+}
+
+/* What check finds: problems, and generations they say are lost. */
+static int check_lost(const char *dir, uint64_t *lost)
+{
+	*lost = 0;
+	return fsafe_checkpoint_check(AT_FDCWD, dir, add_damage, lost);
+}
+
 /*
  * Judge the directory after the child stopped: before any recovery (a
  * read-only handle), then after a writer's open, which must also find the
@@ -219,7 +239,14 @@ static void judge(const char *dir, const struct variant *v, bool killed,
 	char why[256];
 	bool returned = __atomic_load_n(&sh->commit_returned, __ATOMIC_ACQUIRE);
 	int result = sh->commit_result;
+	uint64_t lost;
+	int problems = check_lost(dir, &lost);
 
+	/* A stop costs nothing saved: no generation may look lost (a
+	   removal recorded but not done is no loss). */
+	if (problems < 0 || lost)
+		fail_msg("%s: %s: check: %d problems, %llu generations lost",
+		         v->name, what, problems, (unsigned long long)lost);
 	ro.flags = FSAFE_CHECKPOINT_READ_ONLY;
 	ro.revision = "rev";
 	for (int pass = 0; pass < 2; pass++) {
@@ -248,6 +275,9 @@ static void judge(const char *dir, const struct variant *v, bool killed,
 		if (fsafe_checkpoint_close(cp) != 0)
 			fail_msg("%s: %s: close failed", v->name, what);
 	}
+	if ((problems = check_lost(dir, &lost)) != 0)
+		fail_msg("%s: %s: after recovery, check finds %d problems",
+		         v->name, what, problems);
 	(void)killed;
 }
 
@@ -277,7 +307,7 @@ static int count_calls(const char *dir, const struct variant *v)
 	pid_t pid;
 	int status, n;
 
-	prepare_old(dir);
+	prepare_old(dir, v);
 	if ((pid = fork()) == 0) {
 		fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
 		int r = save(dir, v);
@@ -301,7 +331,7 @@ static void kill_every_call(void **state)
 	snprintf(dir, sizeof(dir), "%s/ckpt", scratch);
 	calls = count_calls(dir, v);
 	for (int n = 1; n <= calls + 1; n++) {
-		prepare_old(dir);
+		prepare_old(dir, v);
 		int st = run_child(dir, v, &(struct fault_plan){
 			.at = n, .kind = FAULT_KILL });
 		if (n <= calls && !(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL))
@@ -327,7 +357,7 @@ static void error_every_call_with(const struct variant *v, int err)
 	snprintf(dir, sizeof(dir), "%s/ckpt", scratch);
 	calls = count_calls(dir, v);
 	for (int n = 1; n <= calls; n++) {
-		prepare_old(dir);
+		prepare_old(dir, v);
 		int st = run_child(dir, v, &(struct fault_plan){
 			.at = n, .kind = FAULT_ERRNO, .err = err });
 		if (!WIFEXITED(st))
@@ -358,7 +388,7 @@ static void error_every_call(void **state)
 
 int main(void)
 {
-	struct CMUnitTest tests[8];
+	struct CMUnitTest tests[2 * NVARIANTS];
 	size_t n = 0;
 
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
@@ -367,10 +397,10 @@ int main(void)
 		big_old[i] = (unsigned char)(i * 31 + 1);
 	for (size_t i = 0; i < sizeof(big_new); i++)
 		big_new[i] = (unsigned char)(i * 17 + 2);
-	for (size_t i = 0; i < 3; i++)
+	for (size_t i = 0; i < NVARIANTS; i++)
 		tu_case_test(&tests[n++], "kill", variants[i].name,
 		             kill_every_call, &variants[i]);
-	for (size_t i = 0; i < 3; i++)
+	for (size_t i = 0; i < NVARIANTS; i++)
 		tu_case_test(&tests[n++], "errors", variants[i].name,
 		             error_every_call, &variants[i]);
 	return _cmocka_run_group_tests("checkpoint_crash", tests, n, NULL,
