@@ -14,6 +14,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +32,7 @@
 #include "manifest.h"
 #include "opts.h"
 #include "sys.h"
+#include "syncmany.h"
 #include "util.h"
 #include "writer.h"
 
@@ -39,6 +41,10 @@
 #define GEN_MAX UINT64_C(999999999999)
 #define GEN_NAME_LEN (4 + FSAFE__CKPT_GEN_DIGITS)
 #define CHUNK ((size_t)1 << 20)
+/* From this many bytes to hash, a commit hashes on a thread of its own
+   while its files are written and synced; below, a thread costs more
+   than it saves. */
+#define HASH_THREAD_MIN ((size_t)256 << 10)
 
 /* ---- small helpers ------------------------------------------------------ */
 
@@ -248,20 +254,61 @@ static int read_current(int dirfd, uint64_t *seq)
 	return *seq ? 0 : -EBADMSG;
 }
 
+static struct fsafe_write_opts current_opts(struct fsafe_error *e)
+{
+	struct fsafe_write_opts o = FSAFE_WRITE_OPTS_INIT;
+
+	o.error = e;
+	o.mode = 0644;
+	o.flags = FSAFE_NO_FOLLOW | FSAFE_NO_TMPFILE;
+	return o;
+}
+
 /* The writer's detail of a failure goes to `e` (may be NULL). */
 static int write_current(fsafe_checkpoint *cp, uint64_t seq,
                          struct fsafe_error *e)
 {
-	struct fsafe_write_opts o = FSAFE_WRITE_OPTS_INIT;
+	struct fsafe_write_opts o = current_opts(e);
 	char text[GEN_NAME_LEN + 2];
 
-	o.error = e;
 	gen_name(seq, text);
 	text[GEN_NAME_LEN] = '\n';
-	o.mode = 0644;
-	o.flags = FSAFE_NO_FOLLOW;
 	return fsafe_write_fileat(cp->dirfd, FSAFE__CKPT_CURRENT, text,
 	                          GEN_NAME_LEN + 1, &o);
+}
+
+/*
+ * CURRENT's next content staged ahead, so that its data sync can run
+ * beside the manifest's; published by current_publish once the
+ * generation is durable. NULL if it could not be started: the save then
+ * writes CURRENT whole at the end.
+ */
+static fsafe_writer *current_stage(fsafe_checkpoint *cp, uint64_t seq,
+                                   struct fsafe_error *e)
+{
+	struct fsafe_write_opts o = current_opts(e);
+	char text[GEN_NAME_LEN + 2];
+	fsafe_writer *w;
+
+	gen_name(seq, text);
+	text[GEN_NAME_LEN] = '\n';
+	if (fsafe_writer_open(cp->dirfd, FSAFE__CKPT_CURRENT, &o, &w) < 0)
+		return NULL;
+	if (fsafe_writer_write(w, text, GEN_NAME_LEN + 1) < 0 ||
+	    fsafe__writer_link(w) < 0 || fsafe__writer_needs_fsync(w) ||
+	    fsafe__writer_data_fd(w) < 0) {
+		fsafe_writer_abort(w);
+		return NULL;
+	}
+	return w;
+}
+
+/* Publish a staged CURRENT whose data is synced, and sync the directory. */
+static int current_publish(fsafe_writer *w)
+{
+	fsafe__writer_publish(w);
+	fsafe__writer_sync_dir(w);
+	return fsafe__writer_finish(w);
 }
 
 /* ---- generation directories ------------------------------------------------ */
@@ -625,9 +672,12 @@ static int manifest_read(int gfd, uint64_t seq, struct fsafe__manifest *m)
 
 /*
  * Read file e (in generation gfd), checking size and hash. With `keep`,
- * the bytes are returned in a buffer of e->size (+1) bytes.
+ * the bytes are returned in a buffer of e->size (+1) bytes; with `same`,
+ * they must also equal its e->size bytes (-ESTALE at the first that
+ * does not).
  */
-static int check_file(int gfd, const struct fsafe__ckpt_entry *e, char **keep)
+static int check_file(int gfd, const struct fsafe__ckpt_entry *e, char **keep,
+                      const unsigned char *same)
 {
 	struct fsafe__sha256 c;
 	struct stat st;
@@ -654,6 +704,11 @@ static int check_file(int gfd, const struct fsafe__ckpt_entry *e, char **keep)
 		ssize_t n = fsafe__read(fd, at, want);
 		if (n <= 0) {
 			r = (int)n;
+			break;
+		}
+		if (same && got + (uint64_t)n <= e->size &&
+		    memcmp(same + got, at, (size_t)n) != 0) {
+			r = -ESTALE; /* not the bytes compared: stop early */
 			break;
 		}
 		fsafe__sha256_update(&c, at, (size_t)n);
@@ -731,7 +786,7 @@ static int load_gen(fsafe_checkpoint *cp, uint64_t seq, unsigned flags,
 		if (!s->data)
 			r = -ENOMEM;
 		for (size_t i = 0; r == 0 && i < s->m.n; i++)
-			if ((r = check_file(gfd, &s->m.e[i], &s->data[i])) < 0)
+			if ((r = check_file(gfd, &s->m.e[i], &s->data[i], NULL)) < 0)
 				damage_set(dm, seq, r, s->m.e[i].name);
 	}
 	fsafe__close(gfd);
@@ -926,7 +981,7 @@ int fsafe_checkpoint_verify(fsafe_checkpoint *cp, uint64_t generation,
 	if ((r = manifest_read(gfd, seq, &m)) < 0)
 		damage_set(damage, seq, r, "");
 	for (size_t i = 0; r == 0 && i < m.n; i++)
-		if ((r = check_file(gfd, &m.e[i], NULL)) < 0)
+		if ((r = check_file(gfd, &m.e[i], NULL, NULL)) < 0)
 			damage_set(damage, seq, r, m.e[i].name),
 				step = "check file";
 	fsafe__manifest_free(&m);
@@ -1133,6 +1188,7 @@ struct txfile {
 	char *name;
 	uint64_t size;
 	char hash[65];
+	const void *buf; /* an added buffer still to hash (commit does) */
 };
 
 struct fsafe_checkpoint_tx {
@@ -1265,24 +1321,29 @@ static int tx_new_file(fsafe_checkpoint_tx *tx, const char *name)
 
 /*
  * Link file i from the previous generation if it has the same content
- * there. The old copy is re-read first: a damaged file must not be
- * carried into the new generation under a hash it no longer has. Linking
- * is safe because no generation's file is ever written again: every write
- * makes a new inode.
+ * there: the same hash (a stream's, known), or the same bytes as `same`
+ * (an added buffer, not hashed yet: compared as the old copy is read, so
+ * a changed file costs one read of its first megabyte at most). The old
+ * copy is re-read and re-hashed first either way: a damaged file must
+ * not be carried into the new generation under a hash it no longer has.
+ * Linking is safe because no generation's file is ever written again:
+ * every write makes a new inode.
  */
-static bool tx_try_link(fsafe_checkpoint_tx *tx, size_t i)
+static bool tx_try_link(fsafe_checkpoint_tx *tx, size_t i, const void *same)
 {
-	const struct txfile *f = &tx->f[i];
+	struct txfile *f = &tx->f[i];
 	struct fsafe__ckpt_entry key = { .name = f->name };
 	const struct fsafe__ckpt_entry *e;
 
 	if (tx->prevfd < 0 || !tx->prev.n)
 		return false;
 	e = bsearch(&key, tx->prev.e, tx->prev.n, sizeof(key), fsafe__manifest_cmp_entry);
-	if (!e || e->size != f->size || strcmp(e->hash, f->hash) ||
-	    check_file(tx->prevfd, e, NULL) < 0)
+	if (!e || e->size != f->size || (!same && strcmp(e->hash, f->hash)) ||
+	    check_file(tx->prevfd, e, NULL, same) < 0 ||
+	    fsafe__linkat(tx->prevfd, f->name, tx->gfd, f->name, 0) < 0)
 		return false;
-	return fsafe__linkat(tx->prevfd, f->name, tx->gfd, f->name, 0) == 0;
+	memcpy(f->hash, e->hash, sizeof(f->hash));
+	return true;
 }
 
 /* A name refused (bad, or added already): the transaction goes on. */
@@ -1312,9 +1373,6 @@ static int tx_fail(fsafe_checkpoint_tx *tx, int r, const char *step)
 int fsafe_checkpoint_add(fsafe_checkpoint_tx *tx, const char *name,
                          const void *buf, size_t len)
 {
-	struct fsafe__sha256 c;
-	uint8_t d[32];
-
 	assert(tx);
 	int i = tx_new_file(tx, name);
 	if (i < 0)
@@ -1322,13 +1380,11 @@ int fsafe_checkpoint_add(fsafe_checkpoint_tx *tx, const char *name,
 		                                    : tx_fail(tx, i, "allocate");
 	if (!buf && len)
 		return tx_fail(tx, -EINVAL, "add (no buffer)");
-	fsafe__sha256_init(&c);
-	fsafe__sha256_update(&c, buf, len);
-	fsafe__sha256_final(&c, d);
-	fsafe__sha256_hex(d, tx->f[i].hash);
 	tx->f[i].size = len;
-	if (tx_try_link(tx, (size_t)i))
+	if (tx_try_link(tx, (size_t)i, len ? buf : ""))
 		return 0;
+	/* Hashed at commit, while the files are written and synced. */
+	tx->f[i].buf = len ? buf : "";
 	struct fsafe_write_opts o = tx_wopts(tx);
 	int r = fsafe_batch_add(tx->batch, tx->gfd, name, buf, len, &o);
 	return r < 0 ? tx_fail(tx, r, "add") : 0;
@@ -1392,7 +1448,7 @@ int fsafe_checkpoint_stream_close(fsafe_checkpoint_stream *s)
 	fsafe__sha256_hex(d, f->hash);
 	f->size = s->size;
 	stream_unlink(s);
-	if (r == 0 && tx_try_link(tx, s->idx)) {
+	if (r == 0 && tx_try_link(tx, s->idx, NULL)) {
 		/* Same bytes as before: drop the stage, skip its sync. */
 		fsafe_writer_abort(s->w);
 	} else if (r == 0) {
@@ -1447,20 +1503,79 @@ static int batch_error(fsafe_checkpoint_tx *tx)
 	return -EIO;
 }
 
-/* Files, manifest, the generation directory, and its entry: durable. */
-static int tx_write_gen(fsafe_checkpoint_tx *tx)
+/* Hash the added buffers (a thread's body, or called inline). */
+static void *hash_added(void *arg)
 {
-	struct fsafe_write_opts o = tx_wopts(tx);
+	fsafe_checkpoint_tx *tx = arg;
+
+	for (size_t i = 0; i < tx->n; i++) {
+		struct txfile *f = &tx->f[i];
+		if (f->buf)
+			fsafe__sha256_hex_of(f->buf, (size_t)f->size, f->hash);
+		f->buf = NULL;
+	}
+	return NULL;
+}
+
+/* Start hashing on a thread if there is enough to hash: true if it runs. */
+static bool hash_start(fsafe_checkpoint_tx *tx, pthread_t *t)
+{
+	size_t bytes = 0;
+
+	for (size_t i = 0; i < tx->n; i++)
+		if (tx->f[i].buf)
+			bytes += (size_t)tx->f[i].size;
+	if (bytes >= HASH_THREAD_MIN && pthread_create(t, NULL, hash_added, tx) == 0)
+		return true;
+	hash_added(tx);
+	return false;
+}
+
+/*
+ * Files, manifest, the generation directory, and its entry: durable. The
+ * manifest is created empty first, so that the batch's sync of the
+ * generation directory covers its name; its bytes (the hashes, computed
+ * meanwhile) are written in place and synced after. No rename is needed:
+ * nothing reads a generation before CURRENT names it, and one whose
+ * manifest is short is not intact (recovery removes it).
+ */
+static int tx_write_gen(fsafe_checkpoint_tx *tx, fsafe_writer *cw)
+{
 	char *text = NULL;
 	size_t len = 0;
-	int r = tx_manifest(tx, &text, &len);
+	pthread_t t;
+	int r, mfd = fsafe__openat(tx->gfd, FSAFE__CKPT_MANIFEST,
+	                           O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW,
+	                           tx->cp->mode ? tx->cp->mode : 0666);
 
-	if (r == 0)
-		r = fsafe_batch_add(tx->batch, tx->gfd, FSAFE__CKPT_MANIFEST,
-		                    text, len, &o);
-	if (r >= 0)
-		r = fsafe_batch_commit(tx->batch) ? batch_error(tx) : 0;
+	if (mfd < 0) {
+		tx->werr.step = "create manifest";
+		return mfd;
+	}
+	bool threaded = hash_start(tx, &t);
+	r = fsafe_batch_commit(tx->batch) ? batch_error(tx) : 0;
+	if (threaded)
+		pthread_join(t, NULL);
+	/* Every file linked: no batch synced the directory. */
+	if (r == 0 && !fsafe_batch_count(tx->batch) &&
+	    (r = fsafe__fsync(tx->gfd)) < 0)
+		tx->werr.step = "fsync generation";
+	if (r == 0 && (r = tx_manifest(tx, &text, &len)) < 0)
+		tx->werr.step = "manifest";
+	if (r == 0 && (r = fsafe__pwrite_all(mfd, text, len, 0)) < 0)
+		tx->werr.step = "write manifest";
+	if (r == 0) {
+		/* The manifest's bytes and CURRENT's stage: one sync. */
+		int fds[2] = { mfd, cw ? fsafe__writer_data_fd(cw) : -1 };
+		int errs[2];
+		fsafe__sync_many(fds, 2, errs, false);
+		if ((r = errs[0]) < 0)
+			tx->werr.step = "fsync manifest";
+		else if (errs[1] < 0)
+			fsafe__writer_fail(cw, errs[1], "fsync");
+	}
 	free(text);
+	fsafe__close(mfd);
 	if (r == 0)
 		r = fsafe__fsync(tx->cp->dirfd);
 	return r;
@@ -1476,17 +1591,24 @@ int fsafe_checkpoint_commit(fsafe_checkpoint_tx *tx, uint64_t *generation)
 	                               : tx->err_step;
 	bool was_lost = cp->cur_err != 0;
 
+	struct fsafe_error we = { 0 };
+	/* A damaged CURRENT is kept (quarantined), not overwritten; and one
+	   that is a link must not be written through: not staged ahead. */
+	bool sound = !cp->cur_err || cp->cur_err == -ENOENT;
+	fsafe_writer *cw = r == 0 && sound ? current_stage(cp, seq, &we) : NULL;
+
 	if (r == 0) {
-		r = tx_write_gen(tx);
+		r = tx_write_gen(tx, cw);
 		step = tx->werr.step ? tx->werr.step : "write generation";
 	}
-	/* A damaged CURRENT is kept (quarantined), not overwritten; and one
-	   that is a link must not be written through. */
-	if (r == 0 && cp->cur_err && cp->cur_err != -ENOENT)
+	if (r == 0 && !sound)
 		r = quarantine_current(cp), step = "quarantine CURRENT";
-	struct fsafe_error we = { 0 };
-	if (r == 0)
+	if (r == 0 && cw)
+		r = current_publish(cw), step = "write CURRENT";
+	else if (r == 0)
 		r = write_current(cp, seq, &we), step = "write CURRENT";
+	else
+		fsafe_writer_abort(cw);
 	tx_free(tx);
 	/* The writer's own detail where it has one: its step, and for
 	   FSAFE_ENOTDURABLE the failed sync's errno. */
@@ -1605,7 +1727,7 @@ static int gen_verify(int dirfd, uint64_t seq, char *path, char *what,
 		describe(r, gfd, FSAFE__CKPT_MANIFEST, what, len);
 	}
 	for (size_t i = 0; r == 0 && i < m.n; i++) {
-		if ((r = check_file(gfd, &m.e[i], NULL)) < 0) {
+		if ((r = check_file(gfd, &m.e[i], NULL, NULL)) < 0) {
 			snprintf(path, len, "%s/%.255s", name, m.e[i].name);
 			describe(r, gfd, m.e[i].name, what, len);
 		}
