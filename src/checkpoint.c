@@ -90,6 +90,7 @@ struct u64set {
 struct trail {
 	uint64_t max;
 	struct u64set saved, gone;
+	size_t torn;  /* bytes of events.log's torn tail */
 };
 
 struct fsafe_checkpoint {
@@ -131,8 +132,6 @@ static int cp_fail(const fsafe_checkpoint *cp, int r, const char *step)
  * one the write really lands at (which a recorder of the table sees).
  * An audit failure never fails the operation it records.
  */
-#define EVENT_MAX 160
-
 struct event {
 	enum fsafe_checkpoint_event_kind kind;
 	uint64_t gen;
@@ -140,7 +139,8 @@ struct event {
 
 static int log_events(fsafe_checkpoint *cp, const struct event *ev, size_t n)
 {
-	char one[EVENT_MAX + 1], *rec = n > 1 ? malloc(n * EVENT_MAX + 1) : one;
+	char one[FSAFE__EVENT_MAX + 1];
+	char *rec = n > 1 ? malloc(n * FSAFE__EVENT_MAX + 1) : one;
 	struct stat st;
 	size_t len = 0;
 	int r = 0;
@@ -154,7 +154,7 @@ static int log_events(fsafe_checkpoint *cp, const struct event *ev, size_t n)
 	if (cp->log_newline)
 		rec[len++] = '\n';
 	for (size_t i = 0; i < n; i++)
-		len += (size_t)fsafe__event_format(rec + len, EVENT_MAX,
+		len += (size_t)fsafe__event_format(rec + len, FSAFE__EVENT_MAX,
 		                                   fsafe__now_ms(), getpid(),
 		                                   ev[i].kind, ev[i].gen);
 	if ((r = fsafe__pwrite_all(cp->logfd, rec, len, st.st_size)) == 0 &&
@@ -205,12 +205,48 @@ static int open_log(fsafe_checkpoint *cp)
 	return 0;
 }
 
+/* What reading the log found besides its intact records. */
+struct log_state {
+	size_t bad;       /* damaged lines before the torn tail */
+	size_t tail_bad;  /* lines of the torn tail */
+	size_t torn;      /* bytes of the torn tail */
+};
+
+static int count_event(const struct fsafe_checkpoint_event *e, void *arg)
+{
+	(void)e;
+	(void)arg;
+	return 0;
+}
+
+/* fn for each intact record of dirfd's events.log. */
+static int log_read(int dirfd, fsafe_checkpoint_event_fn fn, void *arg,
+                    struct log_state *st)
+{
+	char *text;
+	size_t len, all = 0;
+	int r = fsafe__read_file_at(dirfd, FSAFE__CKPT_LOG, LOG_MAX, &text,
+	                            &len);
+
+	memset(st, 0, sizeof(*st));
+	if (r < 0)
+		return r;
+	size_t tail = fsafe__events_tail(text, len);
+	st->torn = len - tail;
+	/* The tail alone first (parsing cuts lines in place). */
+	fsafe__events_parse(text + tail, len - tail, count_event, NULL,
+	                    &st->tail_bad);
+	r = fsafe__events_parse(text, tail, fn, arg, &all);
+	st->bad = all;
+	free(text);
+	return r;
+}
+
 int fsafe_checkpoint_events(int dirfd, const char *path,
                             fsafe_checkpoint_event_fn fn, void *arg,
                             size_t *damaged)
 {
-	char *text;
-	size_t len, bad = 0;
+	struct log_state st;
 
 	assert(fn);
 	int dfd = fsafe__open_dir(dirfd, path);
@@ -219,15 +255,10 @@ int fsafe_checkpoint_events(int dirfd, const char *path,
 		*damaged = 0;
 	if (dfd < 0)
 		return dfd;
-	int r = fsafe__read_file_at(dfd, FSAFE__CKPT_LOG, LOG_MAX, &text,
-	                            &len);
+	int r = log_read(dfd, fn, arg, &st);
 	fsafe__close(dfd);
-	if (r < 0)
-		return r;
-	r = fsafe__events_parse(text, len, fn, arg, &bad);
-	free(text);
 	if (damaged)
-		*damaged = bad;
+		*damaged = st.bad + st.tail_bad;
 	return r;
 }
 
@@ -427,8 +458,11 @@ static int trail_event(const struct fsafe_checkpoint_event *e, void *arg)
 
 static void trail_read(int dirfd, struct trail *t)
 {
+	struct log_state st;
+
 	memset(t, 0, sizeof(*t));
-	fsafe_checkpoint_events(dirfd, ".", trail_event, t, NULL);
+	log_read(dirfd, trail_event, t, &st);
+	t->torn = st.torn;
 	if (t->saved.n)
 		qsort(t->saved.v, t->saved.n, sizeof(uint64_t), cmp_u64);
 	if (t->gone.n)
@@ -542,6 +576,79 @@ static int quarantine_current(fsafe_checkpoint *cp)
 	if (r == 0)
 		log_event(cp, FSAFE_CHECKPOINT_EV_QUARANTINED, 0);
 	return r;
+}
+
+struct kept {
+	char *out;
+	size_t n;
+};
+
+/* An intact record, formatted again (never longer than the line it was
+   parsed from, so the buffer of the whole log holds them all). */
+static int keep_event(const struct fsafe_checkpoint_event *e, void *arg)
+{
+	struct kept *k = arg;
+	char rec[FSAFE__EVENT_MAX];
+	int n = fsafe__event_format(rec, sizeof(rec), e->time_ms, e->pid,
+	                            e->kind, e->generation);
+
+	memcpy(k->out + k->n, rec, (size_t)n);
+	k->n += (size_t)n;
+	return 0;
+}
+
+/* A log with damaged records or a torn tail: the whole log to quarantine
+   (`why` says why), the intact records back in place. */
+static int rewrite_log(int dirfd, const char *why, char *as)
+{
+	struct fsafe_write_opts o = FSAFE_WRITE_OPTS_INIT;
+	struct kept k = { 0 };
+	char *text = NULL;
+	size_t len, bad;
+	int r = fsafe__read_file_at(dirfd, FSAFE__CKPT_LOG, LOG_MAX, &text,
+	                            &len);
+
+	if (r < 0)
+		return r;
+	k.out = malloc(len + 1);
+	if (k.out)
+		fsafe__events_parse(text, len, keep_event, &k, &bad);
+	free(text);
+	if (!k.out)
+		return -ENOMEM;
+	r = quarantine(dirfd, FSAFE__CKPT_LOG, why, as);
+	o.flags = FSAFE_NO_FOLLOW;
+	o.mode = 0644;
+	if (r == 0)
+		r = fsafe_write_fileat(dirfd, FSAFE__CKPT_LOG, k.out, k.n, &o);
+	free(k.out);
+	return r;
+}
+
+/* The writer's log afresh, after the old one went to quarantine. */
+static void reopen_log(fsafe_checkpoint *cp)
+{
+	cp->logfd = fsafe__close(cp->logfd);
+	open_log(cp);
+}
+
+/*
+ * The writer's open: a torn tail (an append a crash or a power cut left
+ * short: nothing intact after it) goes to quarantine with the log, and
+ * the intact records stay, so the log holds records only and the next
+ * append does not bury the tear under a valid record (which would make
+ * it damage).
+ */
+static void log_cut_tail(fsafe_checkpoint *cp)
+{
+	char why[128], as[NAME_MAX + 1];
+
+	snprintf(why, sizeof(why), "events.log: a torn tail of %zu bytes (an "
+	         "append cut short)\n", cp->trail.torn);
+	if (rewrite_log(cp->dirfd, why, as) < 0)
+		return;
+	reopen_log(cp);
+	log_event(cp, FSAFE_CHECKPOINT_EV_QUARANTINED, 0);
 }
 
 static int unlink_one(int fd, const char *name, unsigned char type,
@@ -1087,6 +1194,8 @@ static int open_writer(fsafe_checkpoint *cp, const char **step)
 	if (open_log(cp) < 0)
 		cp->logfd = fsafe__close(cp->logfd);
 	trail_read(cp->dirfd, &cp->trail);
+	if (cp->trail.torn && cp->logfd >= 0)
+		log_cut_tail(cp);
 	cp->seen = seen_max(cp->dirfd, &cp->trail);
 	/* The recovery: nothing a dead writer left may survive. Under the
 	   lock no live writer of ours can own a staging file here. A
@@ -1962,68 +2071,6 @@ static void walk_current(struct walk *w, uint64_t cur, int cur_err,
 	report(w, FSAFE__CKPT_CURRENT, what, w->cp ? action : NULL, 0);
 }
 
-static int count_event(const struct fsafe_checkpoint_event *e, void *arg)
-{
-	(void)e;
-	(void)arg;
-	return 0;
-}
-
-struct kept {
-	char *out;
-	size_t n;
-};
-
-/* An intact record, formatted again (never longer than the line it was
-   parsed from, so the buffer of the whole log holds them all). */
-static int keep_event(const struct fsafe_checkpoint_event *e, void *arg)
-{
-	struct kept *k = arg;
-	char rec[FSAFE__EVENT_MAX];
-	int n = fsafe__event_format(rec, sizeof(rec), e->time_ms, e->pid,
-	                            e->kind, e->generation);
-
-	memcpy(k->out + k->n, rec, (size_t)n);
-	k->n += (size_t)n;
-	return 0;
-}
-
-/* Repair of a log with damaged records: the whole log to quarantine, the
-   intact records back in place. */
-static int rewrite_log(struct walk *w, char *as)
-{
-	struct fsafe_write_opts o = FSAFE_WRITE_OPTS_INIT;
-	struct kept k = { 0 };
-	char *text = NULL;
-	size_t len, bad;
-	int r = fsafe__read_file_at(w->dirfd, FSAFE__CKPT_LOG, LOG_MAX, &text,
-	                            &len);
-
-	if (r < 0)
-		return r;
-	k.out = malloc(len + 1);
-	if (k.out)
-		fsafe__events_parse(text, len, keep_event, &k, &bad);
-	free(text);
-	if (!k.out)
-		return -ENOMEM;
-	r = quarantine(w->dirfd, FSAFE__CKPT_LOG, "events.log: damaged "
-	               "records\n", as);
-	o.flags = FSAFE_NO_FOLLOW;
-	o.mode = 0644;
-	if (r == 0)
-		r = fsafe_write_fileat(w->dirfd, FSAFE__CKPT_LOG, k.out, k.n, &o);
-	free(k.out);
-	return r;
-}
-
-/* The writer's log afresh, after the old one went to quarantine. */
-static void reopen_log(fsafe_checkpoint *cp)
-{
-	cp->logfd = fsafe__close(cp->logfd);
-	open_log(cp);
-}
-
 /* events.log, OPEN and LOCK: files, or damage. */
 static void walk_files(struct walk *w)
 {
@@ -2048,14 +2095,19 @@ static void walk_files(struct walk *w)
 		if (w->cp && i == 0)
 			reopen_log(w->cp);
 	}
-	size_t bad = 0;
-	if (w->stop || fsafe_checkpoint_events(w->dirfd, ".", count_event, NULL,
-	                                       &bad) < 0 || !bad)
+	struct log_state ls;
+	if (w->stop || log_read(w->dirfd, count_event, NULL, &ls) < 0 ||
+	    (!ls.bad && !ls.torn))
 		return;
-	snprintf(what, sizeof(what), "%zu damaged record%s", bad,
-	         bad == 1 ? "" : "s");
+	if (ls.bad)
+		snprintf(what, sizeof(what), "%zu damaged record%s", ls.bad,
+		         ls.bad == 1 ? "" : "s");
+	else
+		snprintf(what, sizeof(what), "a torn tail of %zu bytes (an "
+		         "append cut short)", ls.torn);
 	if (w->cp) {
-		int r = rewrite_log(w, as);
+		snprintf(why, sizeof(why), "events.log: %s\n", what);
+		int r = rewrite_log(w->dirfd, why, as);
 		if (r == 0)
 			snprintf(action, sizeof(action), "quarantined as %s/%s; "
 			         "intact records kept", FSAFE__CKPT_QUARANTINE,

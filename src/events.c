@@ -84,3 +84,21 @@ int fsafe__events_parse(char *text, size_t len, fsafe_checkpoint_event_fn fn,
 	}
 	return r;
 }
+
+size_t fsafe__events_tail(char *text, size_t len)
+{
+	size_t end = 0, p = 0;
+	char *nl;
+
+	while (p < len && (nl = memchr(text + p, '\n', len - p))) {
+		size_t n = (size_t)(nl - (text + p));
+		struct fsafe_checkpoint_event e;
+		/* The line alone, as the parser reads it; then back. */
+		*nl = '\0';
+		if (!memchr(text + p, '\0', n) && fsafe__event_parse(text + p, &e))
+			end = p + n + 1;
+		*nl = '\n';
+		p += n + 1;
+	}
+	return end;
+}

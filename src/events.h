@@ -33,4 +33,10 @@ bool fsafe__event_parse(const char *line, struct fsafe_checkpoint_event *e);
 int fsafe__events_parse(char *text, size_t len, fsafe_checkpoint_event_fn fn,
                         void *arg, size_t *bad);
 
+/* Where the log's torn tail starts: just past its last intact record (0 if
+   it has none). What follows, with no intact record after it, is an
+   append a power cut or a crash left short, not damage. text is written
+   to while it is read, and left as it was. */
+size_t fsafe__events_tail(char *text, size_t len);
+
 #endif

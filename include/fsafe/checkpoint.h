@@ -98,7 +98,9 @@ struct fsafe_checkpoint_opts {
  * unclean shutdown (OPEN left behind: a "recovered" event), removes
  * partial generations, generations beyond `keep` and abandoned staging
  * files (none while CURRENT is missing or damaged: then the problem is
- * kept for fsafe_checkpoint_current_error() and the open succeeds).
+ * kept for fsafe_checkpoint_current_error() and the open succeeds), and
+ * sets a torn tail of events.log (bytes after its last intact record)
+ * aside: the log to quarantine/, its intact records back in place.
  * Returns 0, -EWOULDBLOCK, or another negative errno.
  */
 FSAFE_API int fsafe_checkpoint_open(int dirfd, const char *path,

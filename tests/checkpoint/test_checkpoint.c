@@ -577,13 +577,21 @@ static void unclean_shutdown_and_events(void **state)
 	assert_string_equal(fsafe_checkpoint_event_name(
 		                    FSAFE_CHECKPOINT_EV_REMOVED), "removed");
 
-	/* A torn tail (a cut append) is skipped; later records still parse. */
-	char *log = NULL;
-	if (asprintf(&log, "%s/events.log", f->dir) < 0)
+	/* A torn tail (a cut append) is skipped by a reader; the writer's
+	   open sets it aside (the whole log to quarantine, the intact
+	   records back), so later records do not bury it as damage. */
+	char *log = NULL, *kept = NULL, *text = NULL;
+	if (asprintf(&log, "%s/events.log", f->dir) < 0 ||
+	    asprintf(&kept, "%s/quarantine/events.log", f->dir) < 0)
 		abort();
 	int fd = open(log, O_WRONLY | O_APPEND);
 	assert_int_equal(write(fd, "17000 12 sav", 12), 12);
 	close(fd);
+	assert_int_equal(fsafe_checkpoint_events(AT_FDCWD, f->dir, collect, &l,
+	                                         &damaged), 0);
+	assert_int_equal(damaged, 1);
+	assert_int_equal(fsafe_checkpoint_check(AT_FDCWD, f->dir, NULL, NULL),
+	                 1);
 	cp = open_cp(f);
 	save(cp, a, 1);
 	save(cp, a, 1); /* removes gen 1 (keep 2) */
@@ -591,9 +599,22 @@ static void unclean_shutdown_and_events(void **state)
 	l.n = 0;
 	assert_int_equal(fsafe_checkpoint_events(AT_FDCWD, f->dir, collect, &l,
 	                                         &damaged), 0);
-	assert_int_equal(damaged, 1);
+	assert_int_equal(damaged, 0);
 	assert_int_equal(count_kind(&l, FSAFE_CHECKPOINT_EV_SAVED), 3);
 	assert_int_equal(count_kind(&l, FSAFE_CHECKPOINT_EV_REMOVED), 1);
+	assert_int_equal(count_kind(&l, FSAFE_CHECKPOINT_EV_QUARANTINED), 1);
+	assert_int_equal(fsafe_checkpoint_check(AT_FDCWD, f->dir, NULL, NULL),
+	                 0);
+	/* The torn bytes are kept, not deleted. */
+	size_t len = 0;
+	FILE *q = fopen(kept, "r");
+	assert_non_null(q);
+	assert_int_not_equal(getdelim(&text, &len, '\0', q), -1);
+	fclose(q);
+	size_t tl = strlen(text);
+	assert_true(tl >= 12 && memcmp(text + tl - 12, "17000 12 sav", 12) == 0);
+	free(text);
+	free(kept);
 	free(log);
 }
 

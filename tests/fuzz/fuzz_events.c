@@ -5,8 +5,9 @@
  * abort() (a finding) if an intact record does not come back the same
  * after formatting and parsing it again, if its kind has no name, if the
  * count of intact and damaged lines does not add up to the non-empty
- * lines of the input, or if a record formatted from a parsed one is
- * longer than FSAFE__EVENT_MAX.
+ * lines of the input, if a record formatted from a parsed one is
+ * longer than FSAFE__EVENT_MAX, or if the torn tail fsafe__events_tail
+ * finds does not start after a newline or holds an intact record.
  */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -43,6 +44,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size > 256 * 1024 || !(text = malloc(size ? size : 1)))
 		return 0;
+	memcpy(text, data, size);
+	size_t tail = fsafe__events_tail(text, size);
+	if (tail > size || (tail && text[tail - 1] != '\n'))
+		abort();
+	size_t in_tail = 0, tail_bad = 0;
+	if (fsafe__events_parse(text + tail, size - tail, again, &in_tail,
+	                        &tail_bad) != 0 || in_tail)
+		abort();
 	memcpy(text, data, size);
 	for (size_t i = 0, start = 0; i <= size; i++) {
 		if (i == size || data[i] == '\n') {

@@ -3,8 +3,8 @@
  * of them larger) over a previous set, as one writer's whole session
  * (open, begin, add, commit, close). After any cut, and the next writer's
  * open (the recovery), load gives exactly the old set or exactly the new
- * one, the new one once the commit had returned 0, and no generation
- * newer than CURRENT is left.
+ * one, the new one once the commit had returned 0, no generation newer
+ * than CURRENT is left, and check finds nothing (no generation lost).
  */
 #define _GNU_SOURCE
 #include "power.h"
@@ -23,7 +23,7 @@ static const char *const ck_dirs[] = { ".", "gen-000000000001",
                                        "gen-000000000002",
                                        "gen-000000000003", NULL };
 static const char *const ck_known[] = {
-	"CURRENT", "events.log", "LOCK", "OPEN", "gen-000000000001",
+	"CURRENT", "events.log", "LOCK", "OPEN", "quarantine", "gen-000000000001",
 	"gen-000000000002", "gen-000000000003", ".manifest", "manifest.json",
 	"recognizers.jsonl", "discovery_candidates.jsonl", NULL };
 
@@ -174,6 +174,26 @@ static const char *no_partial(int root, uint64_t current, char *buf,
 	return NULL;
 }
 
+static int add_lost(const struct fsafe_damage *d, void *arg)
+{
+	*(uint64_t *)arg += d->lost;
+	return 0;
+}
+
+/* After the recovery, check finds nothing: no generation lost, none
+   left half removed. */
+static const char *check_clean(int root, char *buf, size_t len)
+{
+	uint64_t lost = 0;
+	int n = fsafe_checkpoint_check(root, ".", add_lost, &lost);
+
+	if (n == 0)
+		return NULL;
+	snprintf(buf, len, "check after recovery: %d problems, %llu "
+	         "generations lost", n, (unsigned long long)lost);
+	return buf;
+}
+
 static const char *check_save(int root, const struct pw_progress *p,
                               char *buf, size_t len)
 {
@@ -209,7 +229,7 @@ static const char *check_save(int root, const struct pw_progress *p,
 	if (r == 0)
 		fsafe_checkpoint_snapshot_free(s);
 	fsafe_checkpoint_close(cp);
-	return bad;
+	return bad ? bad : check_clean(root, buf, len);
 }
 
 /*
