@@ -41,6 +41,7 @@
 #define GEN_MAX UINT64_C(999999999999)
 #define GEN_NAME_LEN (4 + FSAFE__CKPT_GEN_DIGITS)
 #define CHUNK ((size_t)1 << 20)
+#define FIRST_CHUNK ((size_t)16 << 10)
 /* From this many bytes to hash, a commit hashes on a thread of its own
    while its files are written and synced; below, a thread costs more
    than it saves. */
@@ -807,7 +808,10 @@ static int check_file(int gfd, const struct fsafe__ckpt_entry *e, char **keep,
 	fsafe__sha256_init(&c);
 	for (;;) {
 		char *at = keep ? buf + got : buf;
-		size_t want = keep ? (size_t)(e->size - got) + 1 : CHUNK;
+		/* Compared with other bytes, a short first read: a changed
+		   file usually differs early. */
+		size_t want = keep ? (size_t)(e->size - got) + 1
+		                   : same && !got ? FIRST_CHUNK : CHUNK;
 		ssize_t n = fsafe__read(fd, at, want);
 		if (n <= 0) {
 			r = (int)n;
