@@ -53,7 +53,9 @@
  *  Threads and processes. A handle may be used from one thread at a time;
  *  distinct handles from distinct threads freely. Nothing here prints,
  *  exits, or installs signal handlers. Every descriptor the library opens
- *  is O_CLOEXEC.
+ *  is O_CLOEXEC. Threads the library starts (a batch's sync pool without
+ *  io_uring, a checkpoint's hashing and removal) belong to one call or
+ *  one handle and end with it; none touches the caller's state.
  *
  * Filesystems (power cut at every system call of every workload: the table
  * in docs/DESIGN.md):

@@ -94,6 +94,14 @@ struct trail {
 	size_t torn;  /* bytes of events.log's torn tail */
 };
 
+struct reaper {
+	pthread_t t;
+	pid_t pid;    /* the process that started it; 0: none running */
+	uint64_t *v;  /* the generations to remove */
+	size_t n;
+	int err;      /* the first removal that failed */
+};
+
 struct fsafe_checkpoint {
 	int dirfd;
 	unsigned flags, keep;
@@ -112,6 +120,7 @@ struct fsafe_checkpoint {
 	int cur_err;
 	uint64_t seen;      /* the highest generation number ever seen */
 	struct trail trail; /* writer: the audit trail as open found it */
+	struct reaper reap; /* a save's removals, running (see reap_run) */
 	struct fsafe_error *error; /* the caller's, from the open */
 };
 
@@ -697,6 +706,53 @@ static int remove_gen(fsafe_checkpoint *cp, uint64_t seq)
 	return r == -ENOENT ? 0 : r;
 }
 
+/*
+ * The removals a save made due (recorded already) run on a thread of their
+ * own, beside whatever the caller does next: freeing a generation's
+ * extents costs about as much as a sync. Anything that lists or reads
+ * generations, and close, waits for it first.
+ */
+static void *reap_run(void *arg)
+{
+	fsafe_checkpoint *cp = arg;
+
+	for (size_t i = 0; i < cp->reap.n; i++) {
+		int r = remove_gen(cp, cp->reap.v[i]);
+		if (r < 0 && !cp->reap.err)
+			cp->reap.err = r;
+	}
+	return NULL;
+}
+
+/* Take v (n generations) and start removing them: false if no thread. */
+static bool reap_start(fsafe_checkpoint *cp, uint64_t *v, size_t n)
+{
+	cp->reap = (struct reaper){ .v = v, .n = n };
+	if (pthread_create(&cp->reap.t, NULL, reap_run, cp) != 0) {
+		cp->reap.v = NULL;
+		return false;
+	}
+	cp->reap.pid = getpid();
+	return true;
+}
+
+/* Wait for the removals; a failed one is tried again by the next begin.
+   A forked child's copy of the handle has no thread to wait for: what is
+   left is the next begin's too. */
+static void reap_wait(fsafe_checkpoint *cp)
+{
+	if (!cp->reap.pid)
+		return;
+	if (cp->reap.pid == getpid())
+		pthread_join(cp->reap.t, NULL);
+	else
+		cp->reap.err = -ECHILD;
+	if (cp->reap.err)
+		cp->untidy = true;
+	free(cp->reap.v);
+	cp->reap = (struct reaper){ 0 };
+}
+
 /* A transaction's own generation, never complete: no event; if it
    stays, the next begin tries again. */
 static void drop_gen(fsafe_checkpoint *cp, uint64_t seq)
@@ -718,9 +774,10 @@ static int tidy(fsafe_checkpoint *cp, uint64_t saved)
 {
 	struct event *ev = NULL;
 	uint64_t *v = NULL;
-	size_t n = 0, nev = 0, older = 0;
+	size_t n = 0, k = 0, nev = 0, older = 0;
 	int r, lr = 0, first = 0;
 
+	reap_wait(cp);
 	if (!cp->cur_err && (lr = list_gens(cp->dirfd, true, &v, &n)) < 0)
 		n = 0;
 	if (!(ev = malloc((n + 1) * sizeof(*ev))))
@@ -739,19 +796,24 @@ static int tidy(fsafe_checkpoint *cp, uint64_t saved)
 		   opened), a generation the trail read at open calls live
 		   stays: its removal would read as a loss. */
 		if ((partial || old) &&
-		    (cp->logfd >= 0 || !trail_live(&cp->trail, v[i])))
+		    (cp->logfd >= 0 || !trail_live(&cp->trail, v[i]))) {
 			ev[nev++] = (struct event){ FSAFE_CHECKPOINT_EV_REMOVED,
 			                            v[i] };
+			v[k++] = v[i];
+		}
 	}
 	if (ev && (r = log_events(cp, ev, nev)) < 0)
-		first = r, nev = 0;
-	for (size_t i = saved != 0; i < nev; i++)
-		if ((r = remove_gen(cp, ev[i].gen)) < 0 && !first)
+		first = r, k = 0;
+	free(ev);
+	/* A save's removals run beside the caller's next steps. */
+	if (saved && k && reap_start(cp, v, k))
+		v = NULL, k = 0;
+	for (size_t i = 0; i < k; i++)
+		if ((r = remove_gen(cp, v[i])) < 0 && !first)
 			first = r;
 	/* A generation left behind (a failure to remove it, or to list
 	   them) is tried again by the next begin. */
 	cp->untidy = lr < 0 || first < 0;
-	free(ev);
 	free(v);
 	return lr < 0 ? lr : first;
 }
@@ -936,6 +998,7 @@ int fsafe_checkpoint_load(fsafe_checkpoint *cp,
 
 	assert(cp && out);
 	*out = NULL;
+	reap_wait(cp);
 	r = FSAFE__OPTS_COPY(&o, opts, FSAFE_CHECKPOINT_LOAD_OPTS_SIZE_V0);
 	if (r < 0)
 		return cp_fail(cp, r, "options (size)");
@@ -1048,6 +1111,7 @@ int fsafe_checkpoint_generations(fsafe_checkpoint *cp, uint64_t *seqs,
 	size_t n, k = 0;
 
 	assert(cp && (seqs || !max));
+	reap_wait(cp); /* a save's removal: never list more than keep */
 	int r = current_state(cp->dirfd, &cur);
 	if (current_damaged(r))
 		cur = UINT64_MAX, r = 0; /* every one is a candidate */
@@ -1075,6 +1139,7 @@ int fsafe_checkpoint_verify(fsafe_checkpoint *cp, uint64_t generation,
 	int r = 0, gfd;
 
 	assert(cp);
+	reap_wait(cp);
 	if (damage)
 		memset(damage, 0, sizeof(*damage));
 	if (!seq && (r = current_state(cp->dirfd, &seq)) < 0) {
@@ -1281,6 +1346,7 @@ int fsafe_checkpoint_close(fsafe_checkpoint *cp)
 
 	if (!cp)
 		return 0;
+	reap_wait(cp);
 	if (cp->lock) {
 		const char *step = "remove OPEN";
 		r = fsafe__unlinkat(cp->dirfd, FSAFE__CKPT_MARKER, 0);

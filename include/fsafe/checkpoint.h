@@ -16,7 +16,10 @@
  * set) or the new one (new set), never a mix. A generation newer than
  * CURRENT is partial: load never picks it and the next open or commit
  * removes it. The last `keep` generations stay (older ones go only after
- * CURRENT is durable).
+ * CURRENT is durable; the removal runs on a thread of the handle's own
+ * after commit returns, and load, generations, verify, the next commit
+ * and close wait for it). A commit also hashes the added buffers on a
+ * thread while the files are written and synced.
  *
  * The manifest records a format version, the caller's writer revision, the
  * sequence number, the time, and each file's size and SHA-256. Load checks

@@ -6,6 +6,7 @@
  * trail, read-only handles, and failed commits (ENOSPC, EROFS, rename).
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -388,6 +389,51 @@ static void keeps_k_generations(void **state)
 	lo.generation = 99;
 	assert_int_equal(fsafe_checkpoint_load(cp, &lo, &s), -ENOENT);
 	assert_int_equal(fsafe_checkpoint_close(cp), 0);
+}
+
+/* gen-* entries in dir, read from the directory itself. */
+static int count_gen_dirs(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+
+	assert_non_null(d);
+	while ((e = readdir(d)))
+		n += strncmp(e->d_name, "gen-", 4) == 0;
+	closedir(d);
+	return n;
+}
+
+/*
+ * A save's removal of the oldest generation runs on after commit returns
+ * (beside the caller's next steps); anything that lists generations
+ * waits for it, so the caller never sees more than `keep`.
+ */
+static void removal_waited_for(void **state)
+{
+	struct fx *f = *state;
+	fsafe_checkpoint *cp = open_cp(f);
+	static unsigned char big[512 * 1024];
+	uint64_t g[8];
+
+	for (int i = 1; i <= 6; i++) {
+		big[0] = (unsigned char)i;
+		const struct file a[] = { { "big", big, sizeof(big) },
+		                          { "small", "s", 1 } };
+		assert_int_equal(save(cp, a, 2), (uint64_t)i);
+		int want = i < 2 ? i : 2;
+		assert_int_equal(fsafe_checkpoint_generations(cp, g, 8), want);
+		assert_int_equal(g[want - 1], (uint64_t)i);
+		assert_int_equal(count_gen_dirs(f->dir), want);
+	}
+	/* Close waits too: a save, then close at once. */
+	big[0] = 7;
+	save(cp, (const struct file[]){ { "big", big, sizeof(big) } }, 1);
+	assert_int_equal(fsafe_checkpoint_close(cp), 0);
+	assert_int_equal(count_gen_dirs(f->dir), 2);
+	assert_int_equal(fsafe_checkpoint_check(AT_FDCWD, f->dir, NULL, NULL),
+	                 0);
 }
 
 static ino_t ino_of(const char *p)
@@ -827,6 +873,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(damage_and_fallback, setup,
 		                                teardown),
 		cmocka_unit_test_setup_teardown(other_revision_warns, setup,
+		                                teardown),
+		cmocka_unit_test_setup_teardown(removal_waited_for, setup,
 		                                teardown),
 		cmocka_unit_test_setup_teardown(keeps_k_generations, setup,
 		                                teardown),
