@@ -2,18 +2,19 @@
  * The directory inbox (see include/fsafe/inbox.h).
  *
  * Delivery goes through the atomic writer in create-only mode straight into
- * new/: the writer stages beside its target (an O_TMPFILE, named by the
- * public staging form only once it is whole), syncs the data, publishes
- * with renameat2(NOREPLACE) or link and syncs new/. Staging in a separate
- * tmp/ would cost a second rename and a second directory sync per message
- * and buy nothing: consumers tell stages apart by fsafe_is_staging_name(),
- * and recovery sweeps them with fsafe_sweep().
+ * new/, as a one-shot write on the handle's own fd of new/: the stage is
+ * named in the public staging form from the start, the data synced, then
+ * published with renameat2(NOREPLACE) or link and new/ synced. Staging in
+ * a separate tmp/ would cost a second rename and a second directory sync
+ * per message and buy nothing: consumers tell stages apart by
+ * fsafe_is_staging_name(), and recovery sweeps them with fsafe_sweep().
  *
  * A claim is one rename new/X -> claimed/<c>/X, which exactly one consumer
- * wins, then a sync of the claim directory. Every other move (release,
- * recovery, done/, quarantine) is link, sync, unlink. An ack first syncs
- * new/ so that the claim's removal from new/ is durable before the message
- * goes, so an acked message can never reappear.
+ * wins, then a sync of the claim directory, which makes the rename durable
+ * whole on the filesystems the inbox supports (fsafe/inbox.h). Every other
+ * move (release, recovery, done/, quarantine) is link, sync, unlink. An ack
+ * syncs only the claim directory: the claim's sync already made the
+ * message's removal from new/ durable, so an acked message never reappears.
  */
 #define _GNU_SOURCE
 #include "inbox.h"
@@ -34,8 +35,10 @@
 #include "opts.h"
 #include "owner.h"
 #include "quarantine.h"
+#include "random.h"
 #include "sys.h"
 #include "util.h"
+#include "writer.h"
 
 static const char hexd[] = "0123456789abcdef";
 
@@ -86,7 +89,7 @@ static int make_id(const fsafe_inbox *ib, uint64_t seq, char *id)
 {
 	struct timespec ts;
 	uint64_t rnd = 0;
-	int r = fsafe__random(&rnd, 6);
+	int r = fsafe__csprng(&rnd, 6);
 
 	if (r < 0)
 		return r;
@@ -255,6 +258,7 @@ static int deliver_as(fsafe_inbox *ib, const char *id, uint64_t seq,
                       const void *buf, size_t len, struct fsafe_error *e)
 {
 	struct fsafe_write_opts wo = FSAFE_WRITE_OPTS_INIT;
+	struct fsafe__wopts o;
 	uint8_t h[FSAFE__INBOX_HDR];
 	fsafe_writer *w;
 
@@ -262,8 +266,16 @@ static int deliver_as(fsafe_inbox *ib, const char *id, uint64_t seq,
 	wo.flags = FSAFE_CREATE_ONLY | FSAFE_NO_FOLLOW | ib->write_flags;
 	wo.mode = 0666;
 	fsafe__inbox_header(h, seq, buf, len);
-	int r = fsafe_writer_open(ib->newfd, id, &wo, &w);
+	int r = fsafe__wopts_load(&o, &wo);
 	if (r < 0)
+		return r;
+	/* The whole message is known: a named stage from the start, its
+	   space reserved; and the writer ends inside this call, on new/'s
+	   fd we hold, so it opens no directory of its own. */
+	o.one_shot = true;
+	o.length = sizeof(h) + len;
+	o.borrow_dirfd = true;
+	if ((r = fsafe__writer_open(ib->newfd, id, &o, &w)) < 0)
 		return r;
 	if ((r = fsafe_writer_write(w, h, sizeof(h))) < 0 ||
 	    (r = fsafe_writer_write(w, buf, len)) < 0) {

@@ -89,7 +89,9 @@ struct fsafe_inbox_opts {
 	   quarantined. */
 	uint64_t max_message;
 	/* Passed to the writer that delivers (only FSAFE_NO_TMPFILE and
-	   FSAFE_NO_RENAMEAT2 are allowed, for filesystems and tests). */
+	   FSAFE_NO_RENAMEAT2 are allowed, for filesystems and tests; a
+	   delivery is a one-shot write, its stage named from the start, so
+	   FSAFE_NO_TMPFILE changes nothing there). */
 	unsigned write_flags;
 	/* Optional: filled in when the open fails, and kept by the handle:
 	   every later call on it, or on a consumer made from it, that fails

@@ -132,12 +132,51 @@ static void calls_per_write(void **state)
 		fail_msg("%d case(s) above the budget of system calls", over);
 }
 
+/*
+ * One inbox delivery of 1 KiB through the table: the lookup that refuses
+ * an existing name, a named stage created, locked and stat'ed, the header
+ * and the message written, the data sync, the create-only publish, the
+ * sync of new/ and the stage's close. It borrows the inbox's fd of new/
+ * and draws its id from the per-thread generator (13 calls before: a
+ * directory opened and closed, getrandom, O_TMPFILE + linkat).
+ */
+enum { INBOX_DELIVER_MAX = 10 };
+
+static void calls_per_delivery(void **state)
+{
+	struct tu_fx *f = *state;
+	fsafe_inbox *ib;
+	char msg[1024] = { 0 }, names[512] = "";
+
+	struct fsafe_inbox_opts o = FSAFE_INBOX_OPTS_INIT;
+
+	o.flags = FSAFE_INBOX_CREATE;
+	assert_int_equal(fsafe_inbox_open(f->dirfd, "ib", &o, &ib), 0);
+	assert_int_equal(fsafe_inbox_deliver(ib, msg, sizeof(msg), NULL), 0);
+	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
+	int r = fsafe_inbox_deliver(ib, msg, sizeof(msg), NULL);
+	int n = fault_calls();
+	for (int i = 1; i <= n; i++) {
+		size_t used = strlen(names);
+		snprintf(names + used, sizeof(names) - used, "%s%s",
+		         i > 1 ? " " : "", fault_call_name(i));
+	}
+	fault_remove();
+	assert_int_equal(r, 0);
+	fsafe_inbox_close(ib);
+	print_message("inbox deliver, 1 KiB  %2d calls (at most %d): %s\n", n,
+	              INBOX_DELIVER_MAX, names);
+	assert_true(n <= INBOX_DELIVER_MAX);
+}
+
 int main(void)
 {
 	/* Staging names as a production build draws them. */
 	fsafe__test_random_from_table = 0;
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(calls_per_write, tu_fx_setup,
+		                                tu_fx_teardown),
+		cmocka_unit_test_setup_teardown(calls_per_delivery, tu_fx_setup,
 		                                tu_fx_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
