@@ -1462,7 +1462,11 @@ int fsafe_checkpoint_begin(fsafe_checkpoint *cp, fsafe_checkpoint_tx **out)
 	cp->in_tx = true;
 	tx_open_prev(tx);
 	gen_name(tx->seq, name);
-	if ((r = fsafe_batch_new(NULL, &tx->batch)) < 0 ||
+	/* Threads, not a ring, sync a save's files: a ring set up for a
+	   few syncs cost more than it saved here (see tx_write_gen). */
+	struct fsafe_batch_opts bo = FSAFE_BATCH_OPTS_INIT;
+	bo.flags = FSAFE_BATCH_NO_URING;
+	if ((r = fsafe_batch_new(&bo, &tx->batch)) < 0 ||
 	    (r = fsafe__mkdirat(cp->dirfd, name, 0777)) < 0 ||
 	    (tx->gfd = open_gen(cp, tx->seq)) < 0) {
 		if (r == 0)
@@ -1744,10 +1748,15 @@ static int tx_write_gen(fsafe_checkpoint_tx *tx, fsafe_writer *cw)
 	if (r == 0 && (r = fsafe__pwrite_all(mfd, text, len, 0)) < 0)
 		tx->werr.step = "write manifest";
 	if (r == 0) {
-		/* The manifest's bytes and CURRENT's stage: one sync. */
+		/* The manifest's bytes and CURRENT's stage, at once. On two
+		   threads, not an io_uring ring: set up per call, a ring's
+		   fdatasyncs of a few files ran about one after the other on
+		   this ext4 (n = 10: 0.9-1.4 ms on threads, 1.4-2.2 ms on a
+		   ring), and a save of three files took 2.77 ms against 3.20
+		   with both of its syncs on rings. */
 		int fds[2] = { mfd, cw ? fsafe__writer_data_fd(cw) : -1 };
 		int errs[2];
-		fsafe__sync_many(fds, 2, errs, false);
+		fsafe__sync_many(fds, 2, errs, true);
 		if ((r = errs[0]) < 0)
 			tx->werr.step = "fsync manifest";
 		else if (errs[1] < 0)
