@@ -780,9 +780,13 @@ static int tidy(fsafe_checkpoint *cp, uint64_t saved)
 	reap_wait(cp);
 	if (!cp->cur_err && (lr = list_gens(cp->dirfd, true, &v, &n)) < 0)
 		n = 0;
-	if (!(ev = malloc((n + 1) * sizeof(*ev))))
+	if (!(ev = malloc((n + 1) * sizeof(*ev)))) {
+		/* No room to record removals: none is made, the save is
+		   recorded alone. */
 		n = 0, first = -ENOMEM;
-	else if (saved)
+		if (saved)
+			log_event(cp, FSAFE_CHECKPOINT_EV_SAVED, saved);
+	} else if (saved)
 		ev[nev++] = (struct event){ FSAFE_CHECKPOINT_EV_SAVED, saved };
 	for (size_t i = 0; i < n; i++)
 		older += v[i] <= cp->current;
