@@ -149,17 +149,16 @@ struct event {
 
 static int log_events(fsafe_checkpoint *cp, const struct event *ev, size_t n)
 {
-	char one[FSAFE__EVENT_MAX + 1];
-	char *rec = n > 1 ? malloc(n * FSAFE__EVENT_MAX + 1) : one;
+	char one[FSAFE__EVENT_MAX + 1], *rec = one;
 	struct stat st;
 	size_t len = 0;
-	int r = 0;
+	int r;
 
 	if (!n || cp->logfd < 0)
-		goto out;
-	if (!rec)
-		r = -ENOMEM;
-	if (r < 0 || (r = fsafe__fstat(cp->logfd, &st)) < 0)
+		return 0;
+	if (n > 1 && !(rec = malloc(n * FSAFE__EVENT_MAX + 1)))
+		return -ENOMEM;
+	if ((r = fsafe__fstat(cp->logfd, &st)) < 0)
 		goto out;
 	if (cp->log_newline)
 		rec[len++] = '\n';
@@ -234,7 +233,7 @@ static int log_read(int dirfd, fsafe_checkpoint_event_fn fn, void *arg,
                     struct log_state *st)
 {
 	char *text;
-	size_t len, all = 0;
+	size_t len;
 	int r = fsafe__read_file_at(dirfd, FSAFE__CKPT_LOG, LOG_MAX, &text,
 	                            &len);
 
@@ -246,8 +245,7 @@ static int log_read(int dirfd, fsafe_checkpoint_event_fn fn, void *arg,
 	/* The tail alone first (parsing cuts lines in place). */
 	fsafe__events_parse(text + tail, len - tail, count_event, NULL,
 	                    &st->tail_bad);
-	r = fsafe__events_parse(text, tail, fn, arg, &all);
-	st->bad = all;
+	r = fsafe__events_parse(text, tail, fn, arg, &st->bad);
 	free(text);
 	return r;
 }
@@ -295,6 +293,13 @@ static int read_current(int dirfd, uint64_t *seq)
 	return *seq ? 0 : -EBADMSG;
 }
 
+/* CURRENT's content naming generation seq: GEN_NAME_LEN + 1 bytes. */
+static void current_text(uint64_t seq, char text[GEN_NAME_LEN + 2])
+{
+	gen_name(seq, text);
+	text[GEN_NAME_LEN] = '\n';
+}
+
 static struct fsafe_write_opts current_opts(struct fsafe_error *e)
 {
 	struct fsafe_write_opts o = FSAFE_WRITE_OPTS_INIT;
@@ -312,8 +317,7 @@ static int write_current(fsafe_checkpoint *cp, uint64_t seq,
 	struct fsafe_write_opts o = current_opts(e);
 	char text[GEN_NAME_LEN + 2];
 
-	gen_name(seq, text);
-	text[GEN_NAME_LEN] = '\n';
+	current_text(seq, text);
 	return fsafe_write_fileat(cp->dirfd, FSAFE__CKPT_CURRENT, text,
 	                          GEN_NAME_LEN + 1, &o);
 }
@@ -331,8 +335,7 @@ static fsafe_writer *current_stage(fsafe_checkpoint *cp, uint64_t seq,
 	char text[GEN_NAME_LEN + 2];
 	fsafe_writer *w;
 
-	gen_name(seq, text);
-	text[GEN_NAME_LEN] = '\n';
+	current_text(seq, text);
 	if (fsafe_writer_open(cp->dirfd, FSAFE__CKPT_CURRENT, &o, &w) < 0)
 		return NULL;
 	if (fsafe_writer_write(w, text, GEN_NAME_LEN + 1) < 0 ||
@@ -635,6 +638,13 @@ static int rewrite_log(int dirfd, const char *why, char *as)
 	return r;
 }
 
+/* How a torn tail of `bytes` is reported and noted in quarantine/. */
+static void torn_what(char *buf, size_t len, size_t bytes)
+{
+	snprintf(buf, len, "a torn tail of %zu bytes (an append cut short)",
+	         bytes);
+}
+
 /* The writer's log afresh, after the old one went to quarantine. */
 static void reopen_log(fsafe_checkpoint *cp)
 {
@@ -651,10 +661,10 @@ static void reopen_log(fsafe_checkpoint *cp)
  */
 static void log_cut_tail(fsafe_checkpoint *cp)
 {
-	char why[128], as[NAME_MAX + 1];
+	char what[96], why[128], as[NAME_MAX + 1];
 
-	snprintf(why, sizeof(why), "events.log: a torn tail of %zu bytes (an "
-	         "append cut short)\n", cp->trail.torn);
+	torn_what(what, sizeof(what), cp->trail.torn);
+	snprintf(why, sizeof(why), "events.log: %s\n", what);
 	if (rewrite_log(cp->dirfd, why, as) < 0)
 		return;
 	reopen_log(cp);
@@ -1510,7 +1520,7 @@ static int tx_new_file(fsafe_checkpoint_tx *tx, const char *name)
  * Link file i from the previous generation if it has the same content
  * there: the same hash (a stream's, known), or the same bytes as `same`
  * (an added buffer, not hashed yet: compared as the old copy is read, so
- * a changed file costs one read of its first megabyte at most). The old
+ * a changed file usually costs one read of its first 16 KiB). The old
  * copy is re-read and re-hashed first either way: a damaged file must
  * not be carried into the new generation under a hash it no longer has.
  * Linking is safe because no generation's file is ever written again:
@@ -2186,8 +2196,7 @@ static void walk_files(struct walk *w)
 		snprintf(what, sizeof(what), "%zu damaged record%s", ls.bad,
 		         ls.bad == 1 ? "" : "s");
 	else
-		snprintf(what, sizeof(what), "a torn tail of %zu bytes (an "
-		         "append cut short)", ls.torn);
+		torn_what(what, sizeof(what), ls.torn);
 	if (w->cp) {
 		snprintf(why, sizeof(why), "events.log: %s\n", what);
 		int r = rewrite_log(w->dirfd, why, as);
