@@ -213,17 +213,11 @@ static const char *leftovers(const char *dir, uint64_t current, char *buf,
 	return NULL;
 }
 
-static int add_damage(const struct fsafe_damage *d, void *arg)
-{
-	*(uint64_t *)arg += d->lost;
-	return 0;
-}
-
 /* What check finds: problems, and generations they say are lost. */
 static int check_lost(const char *dir, uint64_t *lost)
 {
 	*lost = 0;
-	return fsafe_checkpoint_check(AT_FDCWD, dir, add_damage, lost);
+	return fsafe_checkpoint_check(AT_FDCWD, dir, tu_add_lost, lost);
 }
 
 /*

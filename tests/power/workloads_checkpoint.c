@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "fsafe.h"
+#include "testutil.h"
 
 static const char *const ck_dirs[] = { ".", "gen-000000000001",
                                        "gen-000000000002",
@@ -174,18 +175,12 @@ static const char *no_partial(int root, uint64_t current, char *buf,
 	return NULL;
 }
 
-static int add_lost(const struct fsafe_damage *d, void *arg)
-{
-	*(uint64_t *)arg += d->lost;
-	return 0;
-}
-
 /* After the recovery, check finds nothing: no generation lost, none
    left half removed. */
 static const char *check_clean(int root, char *buf, size_t len)
 {
 	uint64_t lost = 0;
-	int n = fsafe_checkpoint_check(root, ".", add_lost, &lost);
+	int n = fsafe_checkpoint_check(root, ".", tu_add_lost, &lost);
 
 	if (n == 0)
 		return NULL;

@@ -175,3 +175,9 @@ int tu_fail_eio(int fd)
 	errno = EIO;
 	return -1;
 }
+
+int tu_add_lost(const struct fsafe_damage *d, void *arg)
+{
+	*(uint64_t *)arg += d->lost;
+	return 0;
+}

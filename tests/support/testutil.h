@@ -50,4 +50,9 @@ void tu_assert_error(const struct fsafe_error *e, int code, int sys_errno,
 /* A system-call table entry (fd-taking, int result) that fails with EIO. */
 int tu_fail_eio(int fd);
 
+/* A damage callback (fsafe_damage_fn) adding each report's `lost` to the
+   uint64_t at arg. */
+struct fsafe_damage;
+int tu_add_lost(const struct fsafe_damage *d, void *arg);
+
 #endif

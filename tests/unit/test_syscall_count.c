@@ -85,6 +85,17 @@ static int write_one(const struct count_case *c, struct tu_fx *f,
    were listed through an fd of its own (no listxattrat: Linux before
    6.13, or valgrind): the listxattrat that fails, then openat,
    flistxattr and close instead. */
+/* The names of the n calls made since fault_install(), space-separated. */
+static void call_names(int n, char *names, size_t size)
+{
+	names[0] = '\0';
+	for (int i = 1; i <= n; i++) {
+		size_t used = strlen(names);
+		snprintf(names + used, size - used, "%s%s", i > 1 ? " " : "",
+		         fault_call_name(i));
+	}
+}
+
 static int count(const struct count_case *c, struct tu_fx *f, const char *buf,
                  char *names, size_t size, bool *old_kernel)
 {
@@ -98,12 +109,7 @@ static int count(const struct count_case *c, struct tu_fx *f, const char *buf,
 	int r = write_one(c, f, target, buf);
 	int n = fault_calls();
 	*old_kernel = fault_calls_named("flistxattr") > 0;
-	names[0] = '\0';
-	for (int i = 1; i <= n; i++) {
-		size_t used = strlen(names);
-		snprintf(names + used, size - used, "%s%s", i > 1 ? " " : "",
-		         fault_call_name(i));
-	}
+	call_names(n, names, size);
 	fault_remove();
 	assert_int_equal(r, 0);
 	return n;
@@ -146,7 +152,7 @@ static void calls_per_delivery(void **state)
 {
 	struct tu_fx *f = *state;
 	fsafe_inbox *ib;
-	char msg[1024] = { 0 }, names[512] = "";
+	char msg[1024] = { 0 }, names[512];
 
 	struct fsafe_inbox_opts o = FSAFE_INBOX_OPTS_INIT;
 
@@ -156,11 +162,7 @@ static void calls_per_delivery(void **state)
 	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
 	int r = fsafe_inbox_deliver(ib, msg, sizeof(msg), NULL);
 	int n = fault_calls();
-	for (int i = 1; i <= n; i++) {
-		size_t used = strlen(names);
-		snprintf(names + used, sizeof(names) - used, "%s%s",
-		         i > 1 ? " " : "", fault_call_name(i));
-	}
+	call_names(n, names, sizeof(names));
 	fault_remove();
 	assert_int_equal(r, 0);
 	fsafe_inbox_close(ib);
