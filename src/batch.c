@@ -315,8 +315,9 @@ static void publish(fsafe_batch *b, struct item *it)
 		   starts again, as a one-shot write (rare). */
 		fsafe_writer_abort(it->w);
 		it->w = NULL;
-		it->result = fsafe__write_oneshot(it->dirfd, it->path, it->buf,
-		                                  it->len, it->o);
+		struct iovec iov = { (void *)it->buf, it->len };
+		it->result = fsafe__write_oneshot(it->dirfd, it->path, &iov, 1,
+		                                  it->o);
 		return;
 	}
 	if (fsafe__writer_needs_dir_sync(it->w) &&

@@ -10,6 +10,7 @@
 #include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -40,6 +41,21 @@ static int sys_renameat2(int olddirfd, const char *old, int newdirfd,
 	return (int)syscall(SYS_renameat2, olddirfd, old, newdirfd, new_, flags);
 #else
 	(void)olddirfd, (void)old, (void)newdirfd, (void)new_, (void)flags;
+	errno = ENOSYS;
+	return -1;
+#endif
+}
+
+/* The C library's pwritev2 came with the RWF_* flags of <sys/uio.h>
+   (glibc 2.26); on a kernel without the call it refuses flags with
+   EOPNOTSUPP. */
+static ssize_t sys_pwritev2(int fd, const struct iovec *iov, int iovcnt,
+                            off_t off, int flags)
+{
+#if defined(__linux__) && defined(RWF_DSYNC)
+	return pwritev2(fd, iov, iovcnt, off, flags);
+#else
+	(void)fd, (void)iov, (void)iovcnt, (void)off, (void)flags;
 	errno = ENOSYS;
 	return -1;
 #endif
@@ -155,6 +171,7 @@ const struct fsafe_sys fsafe__sys_default = {
 	.write = write,
 	.pread = pread,
 	.pwrite = pwrite,
+	.pwritev2 = sys_pwritev2,
 	.fsync = fsync,
 	.fdatasync = fdatasync,
 	.ftruncate = ftruncate,
@@ -260,6 +277,78 @@ int fsafe__write_all(int fd, const void *buf, size_t len)
 			return -EIO; /* a regular file never accepts 0 bytes */
 		p += n;
 		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Drop the first `n` bytes of v[0..*cnt), which are written. */
+static void iov_advance(struct iovec *v, int *cnt, size_t n)
+{
+	int i = 0;
+
+	while (i < *cnt && n >= v[i].iov_len)
+		n -= v[i++].iov_len;
+	memmove(v, v + i, (size_t)(*cnt - i) * sizeof(*v));
+	*cnt -= i;
+	if (*cnt > 0) {
+		v[0].iov_base = (char *)v[0].iov_base + n;
+		v[0].iov_len -= n;
+	}
+}
+
+/* The pieces one after the other, then the sync on its own. */
+static int write_then_sync(int fd, const struct iovec *v, int n, bool full,
+                           const char **step)
+{
+	int r = 0;
+
+	*step = "write";
+	for (int i = 0; i < n && r == 0; i++)
+		r = fsafe__write_all(fd, v[i].iov_base, v[i].iov_len);
+	if (r < 0)
+		return r;
+	*step = "fsync";
+	return full ? fsafe__fsync(fd) : fsafe__fdatasync(fd);
+}
+
+/* Whether a refusal of the call says only that it, or its flag, is not
+   there: nothing was written, so writing another way is safe. */
+static bool rwf_unsupported(int err)
+{
+	return err == ENOSYS || err == EOPNOTSUPP || err == EINVAL;
+}
+
+int fsafe__write_synced(int fd, const struct iovec *iov, int n, bool full,
+                        const char **step)
+{
+	struct iovec v[FSAFE__SYNCED_IOV_MAX];
+	int flags = full ? FSAFE__RWF_SYNC : FSAFE__RWF_DSYNC;
+	bool wrote = false;
+	int cnt = 0;
+
+	if (n > FSAFE__SYNCED_IOV_MAX)
+		return write_then_sync(fd, iov, n, full, step);
+	/* Empty pieces dropped: a write of nothing syncs nothing. */
+	for (int i = 0; i < n; i++)
+		if (iov[i].iov_len > 0)
+			v[cnt++] = iov[i];
+	if (cnt == 0)
+		return write_then_sync(fd, v, 0, full, step);
+	*step = "write";
+	while (cnt > 0) {
+		/* Offset -1: at the file position, which it advances. A
+		   short count is durable as far as it goes. */
+		ssize_t got = SYS->pwritev2(fd, v, cnt, -1, flags);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0 && !wrote && rwf_unsupported(errno))
+			return write_then_sync(fd, v, cnt, full, step);
+		if (got < 0)
+			return -errno;
+		if (got == 0)
+			return -EIO; /* as in fsafe__write_all */
+		wrote = true;
+		iov_advance(v, &cnt, (size_t)got);
 	}
 	return 0;
 }

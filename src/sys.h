@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 #include <sys/vfs.h>
 
 struct fsafe_sys {
@@ -30,6 +31,10 @@ struct fsafe_sys {
 	ssize_t (*write)(int fd, const void *buf, size_t len);
 	ssize_t (*pread)(int fd, void *buf, size_t len, off_t off);
 	ssize_t (*pwrite)(int fd, const void *buf, size_t len, off_t off);
+	/* pwritev2(2) (Linux 4.6; its per-write sync flags 4.7). ENOSYS
+	   where missing; `flags` takes FSAFE__RWF_DSYNC and _SYNC. */
+	ssize_t (*pwritev2)(int fd, const struct iovec *iov, int iovcnt,
+	                    off_t off, int flags);
 	int (*fsync)(int fd);
 	int (*fdatasync)(int fd);
 	int (*ftruncate)(int fd, off_t len);
@@ -122,6 +127,24 @@ int fsafe__open_subdir(int dirfd, const char *name);
 int fsafe__open_regular(int dirfd, const char *name, int flags,
                         struct stat *st);
 int fsafe__write_all(int fd, const void *buf, size_t len);
+
+/* RWF_DSYNC and RWF_SYNC of <linux/fs.h>, the same on every architecture. */
+#define FSAFE__RWF_DSYNC 0x2
+#define FSAFE__RWF_SYNC 0x4
+
+/* The most pieces fsafe__write_synced takes. */
+#define FSAFE__SYNCED_IOV_MAX 4
+
+/*
+ * Write all of iov[0..n) at the file position and make it durable as
+ * fdatasync (full: fsync) would. Where the kernel has per-write sync
+ * (pwritev2 with RWF_DSYNC) that is one call; where it refuses the flag,
+ * the pieces are written and then synced. 0, or -errno with *step "write"
+ * or "fsync". A synced write that failed is never followed by a sync: its
+ * failure is the sync's.
+ */
+int fsafe__write_synced(int fd, const struct iovec *iov, int n, bool full,
+                        const char **step);
 ssize_t fsafe__read(int fd, void *buf, size_t len);
 int fsafe__fsync(int fd);
 int fsafe__fdatasync(int fd);

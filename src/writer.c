@@ -72,6 +72,7 @@ struct fsafe_writer {
 	bool published;
 	bool defer_dir_sync;
 	bool meta_changed;  /* mode, owner or xattrs set after creation */
+	bool synced;        /* all written so far is durable (write_synced) */
 	bool xattrs_pending; /* the target's xattrs are still to be copied */
 	bool conditional;   /* publish only if the target matches token */
 	bool restartable;   /* see fsafe__wopts.restartable */
@@ -330,7 +331,10 @@ static int inherit_xattrs(fsafe_writer *w)
 	                      w->flags & FSAFE_XATTRS_BEST_EFFORT, &step);
 	if (r < 0)
 		return fail(w, r, step);
-	w->meta_changed |= r > 0;
+	if (r > 0) {
+		w->meta_changed = true;
+		w->synced = false; /* the data is; the attributes are not */
+	}
 	return 0;
 }
 
@@ -516,7 +520,27 @@ int fsafe_writer_write(fsafe_writer *w, const void *buf, size_t len)
 	if (!buf && len > 0)
 		return fail(w, -EINVAL, "write (NULL buffer)");
 	int r = fsafe__write_all(w->fd, buf, len);
+	w->synced = false;
 	return r < 0 ? fail(w, r, "write") : 0;
+}
+
+int fsafe__writer_write_synced(fsafe_writer *w, const struct iovec *iov,
+                               int n)
+{
+	const char *step = "write";
+	int r = 0;
+
+	if (w->err)
+		return w->err;
+	if (fsafe__writer_data_fd(w) < 0) {
+		for (int i = 0; i < n && r == 0; i++)
+			r = fsafe__write_all(w->fd, iov[i].iov_base,
+			                     iov[i].iov_len);
+	} else if ((r = fsafe__write_synced(w->fd, iov, n, w->meta_changed,
+	                                    &step)) == 0) {
+		w->synced = true;
+	}
+	return r < 0 ? fail(w, r, step) : 0;
 }
 
 int fsafe_writer_fd(const fsafe_writer *w)
@@ -561,7 +585,7 @@ int fsafe__writer_sync_data(fsafe_writer *w)
 	if ((r = fsafe__writer_link(w)) < 0)
 		return r;
 	int fd = fsafe__writer_data_fd(w);
-	if (fd < 0)
+	if (fd < 0 || w->synced)
 		return 0;
 	r = w->meta_changed ? fsafe__fsync(fd) : fsafe__fdatasync(fd);
 	return r < 0 ? fail(w, r, "fsync") : 0;
@@ -764,8 +788,8 @@ void fsafe_writer_abort(fsafe_writer *w)
 		writer_free(w);
 }
 
-int fsafe__write_oneshot(int dirfd, const char *path, const void *buf,
-                         size_t len, struct fsafe__wopts o)
+int fsafe__write_oneshot(int dirfd, const char *path, const struct iovec *iov,
+                         int n, struct fsafe__wopts o)
 {
 	struct fsafe__target t;
 	fsafe_writer w; /* it ends inside this call: on the stack */
@@ -773,7 +797,9 @@ int fsafe__write_oneshot(int dirfd, const char *path, const void *buf,
 
 	o.borrow_dirfd = true; /* the writer ends before we return */
 	o.one_shot = true;
-	o.length = len;
+	o.length = 0;
+	for (int i = 0; i < n; i++)
+		o.length += iov[i].iov_len;
 	o.restartable = true;
 	for (int i = 0;; i++) {
 		if ((r = resolve(dirfd, path, &o, &t)) < 0)
@@ -781,7 +807,7 @@ int fsafe__write_oneshot(int dirfd, const char *path, const void *buf,
 		writer_init(&w, &t, &o);
 		if ((r = writer_stage(&w, &o)) < 0)
 			return r;
-		fsafe_writer_write(&w, buf, len);
+		fsafe__writer_write_synced(&w, iov, n);
 		fsafe__writer_sync_data(&w);
 		fsafe__writer_publish(&w);
 		if (!fsafe__writer_stage_lost(&w) || i + 1 == NAME_ATTEMPTS)
@@ -797,9 +823,17 @@ int fsafe_write_fileat(int dirfd, const char *path, const void *buf,
                        size_t len, const struct fsafe_write_opts *opts)
 {
 	struct fsafe__wopts o;
+	struct iovec iov = { (void *)buf, len };
 	int r = fsafe__wopts_load_reporting(&o, opts);
 
-	return r < 0 ? r : fsafe__write_oneshot(dirfd, path, buf, len, o);
+	if (r < 0)
+		return r;
+	if (!buf && len > 0) {
+		fsafe__error_set(o.error, -EINVAL, EINVAL, "write (NULL buffer)",
+		                 false);
+		return -EINVAL;
+	}
+	return fsafe__write_oneshot(dirfd, path, &iov, 1, o);
 }
 
 int fsafe_write_file(const char *path, const void *buf, size_t len,

@@ -6,6 +6,8 @@
 #ifndef FSAFE_WRITER_H
 #define FSAFE_WRITER_H
 
+#include <sys/uio.h>
+
 #include "fsafe.h"
 #include "target.h"
 #include "token.h"
@@ -52,8 +54,8 @@ int fsafe__wopts_load_reporting(struct fsafe__wopts *o,
 /* fsafe_writer_open() with options already loaded. */
 /* fsafe_write_fileat() with options loaded already (a batch item whose
    stage a sweep took before its lock starts again through this). */
-int fsafe__write_oneshot(int dirfd, const char *path, const void *buf,
-                         size_t len, struct fsafe__wopts o);
+int fsafe__write_oneshot(int dirfd, const char *path, const struct iovec *iov,
+                         int n, struct fsafe__wopts o);
 int fsafe__writer_open(int dirfd, const char *path,
                        const struct fsafe__wopts *o, fsafe_writer **out);
 
@@ -77,6 +79,11 @@ int fsafe__writer_open_link(struct fsafe__target *t,
    sync_data is link + fdatasync of data_fd. */
 int fsafe__writer_link(fsafe_writer *w);
 int fsafe__writer_sync_data(fsafe_writer *w);
+/* The whole content in one go, written and, unless the writer does not
+   sync, made durable with it (fsafe__write_synced): sync_data then syncs
+   only what came after, the copied extended attributes. */
+int fsafe__writer_write_synced(fsafe_writer *w, const struct iovec *iov,
+                               int n);
 int fsafe__writer_publish(fsafe_writer *w);
 /* The publish failed because a sweep removed the stage before it was
    locked (a restartable writer only): start the write again. */

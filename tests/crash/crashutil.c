@@ -56,6 +56,12 @@ const struct cu_variant cu_variants[] = {
 	{ "managed writer, with xattrs", 0, true, true, CU_PLAIN, CU_XATTRS },
 	{ "replace, with xattrs, no listxattrat", 0, true, false, CU_PLAIN,
 	  CU_XATTRS | CU_NO_XATTRAT },
+	{ "replace, no synced write", 0, true, false, CU_PLAIN,
+	  CU_NO_RWF_DSYNC },
+	{ "new target, no synced write", 0, false, false, CU_PLAIN,
+	  CU_NO_RWF_DSYNC },
+	{ "replace, with xattrs, no synced write", 0, true, false, CU_PLAIN,
+	  CU_XATTRS | CU_NO_RWF_DSYNC },
 };
 const size_t cu_nvariants = sizeof(cu_variants) / sizeof(cu_variants[0]);
 
@@ -219,9 +225,17 @@ static ssize_t getxattrat_missing(int dirfd, const char *path,
 	return -1;
 }
 
+static ssize_t pwritev2_without_flags(int fd, const struct iovec *iov,
+                                      int iovcnt, off_t off, int flags)
+{
+	(void)fd, (void)iov, (void)iovcnt, (void)off, (void)flags;
+	errno = EOPNOTSUPP;
+	return -1;
+}
+
 int cu_write(const struct cu_variant *v, int dirfd, struct fsafe_error *err)
 {
-	if (!(v->extra & (CU_NO_FLINK_CAP | CU_NO_XATTRAT)))
+	if (!(v->extra & (CU_NO_FLINK_CAP | CU_NO_XATTRAT | CU_NO_RWF_DSYNC)))
 		return write_new(v, dirfd, err);
 	below = fsafe__sys_current;
 	layer = *below;
@@ -231,6 +245,8 @@ int cu_write(const struct cu_variant *v, int dirfd, struct fsafe_error *err)
 		layer.listxattrat = listxattrat_missing;
 		layer.getxattrat = getxattrat_missing;
 	}
+	if (v->extra & CU_NO_RWF_DSYNC)
+		layer.pwritev2 = pwritev2_without_flags;
 	fsafe__sys_swap(&layer);
 	int r = write_new(v, dirfd, err);
 	fsafe__sys_swap(below);

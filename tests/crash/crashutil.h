@@ -44,6 +44,10 @@ enum {
 	   (above the fault layer, so uncounted), and the writer opens OLD to
 	   list its attributes by descriptor (flistxattr, fgetxattr). */
 	CU_NO_XATTRAT = 1u << 4,
+	/* A kernel before 4.7: pwritev2 refuses RWF_DSYNC with EOPNOTSUPP
+	   (above the fault layer, so uncounted), and a one-shot write is
+	   written and then synced on its own (write, fdatasync). */
+	CU_NO_RWF_DSYNC = 1u << 5,
 };
 
 struct cu_variant {

@@ -56,6 +56,18 @@ static int count_named(const char *name, int from, int to)
 	return c;
 }
 
+/* The data syncs: fdatasync, and a one-shot write that syncs itself. */
+static bool is_data_sync(const char *name)
+{
+	return !strcmp(name, "fdatasync") || !strcmp(name, "pwritev2");
+}
+
+static int count_data_syncs(int from, int to)
+{
+	return count_named("fdatasync", from, to) +
+	       count_named("pwritev2", from, to);
+}
+
 /*
  * Calls whose failure the library may swallow and still return 0:
  *  - close: Linux releases the descriptor whatever close() returns, and
@@ -110,6 +122,7 @@ static bool step_names_call(const char *step, const char *call)
 		{ "getrandom", "getrandom", NULL },
 		{ "fallocate", "allocate", NULL },
 		{ "write", "write", NULL },
+		{ "pwritev2", "write", NULL }, /* the write with its data sync */
 		{ "linkat", "link", NULL },
 		{ "fdatasync", "fsync", NULL },
 		{ "renameat", "rename", NULL },
@@ -270,7 +283,7 @@ static void every_error(void **state)
 	cases[ncases++] = (struct fcase){ FAULT_SHORT, 0 };
 
 	cu_count(v, scratch, &t);
-	int syncs = count_named("fdatasync", 1, t.calls);
+	int syncs = count_data_syncs(1, t.calls);
 	snprintf(path, sizeof(path), "%s/case", scratch);
 
 	for (int n = 1; n <= t.calls; n++) {
@@ -294,10 +307,11 @@ static void every_error(void **state)
 			                        buf, sizeof(buf), &tally);
 			/* A failed fsync must never be retried: the kernel may
 			   have dropped the pages it failed to write. (EINTR
-			   means it did not run, so that one is retried.) */
-			if (!why && c.err != EINTR &&
-			    count_named("fdatasync", 1, ran) > syncs)
-				why = "fdatasync was retried";
+			   means it did not run, so that one is retried; a
+			   short synced write goes on with the rest.) */
+			if (!why && c.err != EINTR && c.kind != FAULT_SHORT &&
+			    count_data_syncs(1, ran) > syncs)
+				why = "the data sync was retried";
 			if (!why)
 				why = judge_leftovers(v, dirfd, n, c, ran, &s,
 				                      fds, fds_after, buf,
@@ -340,10 +354,13 @@ static void fsync_eio_is_reported(void **state)
 
 		cu_count(v, scratch, &t);
 		for (int k = 1; k <= t.calls && !at; k++)
-			if (!strcmp(t.name[k], "fdatasync"))
+			if (is_data_sync(t.name[k]))
 				at = k;
 		if (!at)
 			continue; /* FSAFE_NO_SYNC or aborted: no data sync */
+		/* A write that syncs itself fails as the write. */
+		const char *step = strcmp(t.name[at], "pwritev2") ? "fsync"
+		                                                  : "write";
 
 		struct fsafe_error err = { 0 };
 		struct cu_state s;
@@ -357,15 +374,15 @@ static void fsync_eio_is_reported(void **state)
 		fault_remove();
 		cu_observe(v, dirfd, &s);
 		if (r != -EIO || err.code != -EIO || !err.step ||
-		    strcmp(err.step, "fsync") != 0 || err.published)
-			fail_msg("%s: EIO at fdatasync gave %d (%s), step %s",
-			         v->name, r, fsafe_strerror(r),
+		    strcmp(err.step, step) != 0 || err.published)
+			fail_msg("%s: EIO at %s gave %d (%s), step %s",
+			         v->name, t.name[at], r, fsafe_strerror(r),
 			         err.step ? err.step : "NULL");
-		if (count_named("fdatasync", 1, ran) != 1)
-			fail_msg("%s: fdatasync retried after EIO", v->name);
+		if (count_data_syncs(1, ran) != 1)
+			fail_msg("%s: data sync retried after EIO", v->name);
 		if (s.content != cu_before(v) || s.nstaging || s.problem)
-			fail_msg("%s: after EIO at fdatasync: %s, %d staging",
-			         v->name, cu_content_name(s.content),
+			fail_msg("%s: after EIO at %s: %s, %d staging",
+			         v->name, t.name[at], cu_content_name(s.content),
 			         s.nstaging);
 		close(dirfd);
 		checked++;

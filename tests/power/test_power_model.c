@@ -266,6 +266,23 @@ static struct op *log_op(enum opkind k, int id)
 	return o;
 }
 
+/* Whether the file's last logged operation was a sync: all of it written
+   so far is durable. */
+static bool last_op_synced(int fd)
+{
+	int id = id_of_fd(fd);
+	bool synced = false;
+
+	pthread_mutex_lock(&log_mu);
+	for (int i = R->nlog - 1; i >= 0; i--)
+		if (R->log[i].id == id) {
+			synced = R->log[i].kind == OP_SYNC;
+			break;
+		}
+	pthread_mutex_unlock(&log_mu);
+	return synced;
+}
+
 /* The directory `path` (relative to dirfd) lives in, and its last name. */
 static int parent_of(int dirfd, const char *path, char base[NAMELEN])
 {
@@ -428,6 +445,37 @@ static int log_sync(int fd, int r, bool full)
 
 	if (r == 0)
 		log_op(OP_SYNC, id_of_fd(fd))->full = full;
+	errno = e;
+	return r;
+}
+
+/*
+ * A write with its own sync (RWF_DSYNC / RWF_SYNC): the pieces, then a
+ * sync of the file if any of it was written. The kernel makes only the
+ * written range durable; the model syncs the file, which is the same
+ * while the library writes a stage's whole content this way, from its
+ * start (a short count continues it, its first part already synced), so
+ * any other use is refused here.
+ */
+static ssize_t r_pwritev2(int fd, const struct iovec *v, int n, off_t off,
+                          int flags)
+{
+	tick("pwritev2");
+	off_t at = off == -1 ? lseek(fd, 0, SEEK_CUR) : off;
+	bool synced = flags & (FSAFE__RWF_DSYNC | FSAFE__RWF_SYNC);
+	if (synced && at != 0 && !last_op_synced(fd))
+		rec_fail("a synced write after unsynced data is not modelled");
+	ssize_t r = next_sys->pwritev2(fd, v, n, off, flags);
+	int e = errno;
+	size_t left = r > 0 ? (size_t)r : 0;
+	for (int i = 0; i < n && left > 0; i++) {
+		size_t k = v[i].iov_len < left ? v[i].iov_len : left;
+		log_write(fd, at, v[i].iov_base, (ssize_t)k);
+		at += (off_t)k;
+		left -= k;
+	}
+	if (synced && r > 0)
+		log_sync(fd, 0, flags & FSAFE__RWF_SYNC);
 	errno = e;
 	return r;
 }
@@ -641,6 +689,7 @@ static void rec_table_init(const struct fsafe_sys *next)
 	rec_sys.openat2 = r_openat2;
 	rec_sys.write = r_write;
 	rec_sys.pwrite = r_pwrite;
+	rec_sys.pwritev2 = r_pwritev2;
 	rec_sys.fsync = r_fsync;
 	rec_sys.syncfs = r_syncfs;
 	rec_sys.fdatasync = r_fdatasync;

@@ -77,6 +77,28 @@ static ssize_t w_read(int fd, void *b, size_t n) { FAIL_OR(read, real->read(fd, 
 static ssize_t w_write(int fd, const void *b, size_t n) { FAIL_OR(write, real->write(fd, b, cut(n))); }
 static ssize_t w_pread(int fd, void *b, size_t n, off_t o) { FAIL_OR(pread, real->pread(fd, b, n, o)); }
 static ssize_t w_pwrite(int fd, const void *b, size_t n, off_t o) { FAIL_OR(pwrite, real->pwrite(fd, b, cut(n), o)); }
+/* A short synced write: the pieces cut to half their total, as the
+   kernel would leave them (durable as far as they go). */
+static ssize_t cut_pwritev2(int fd, const struct iovec *v, int n, off_t o, int f)
+{
+	struct iovec c[FSAFE__SYNCED_IOV_MAX];
+	size_t total = 0, want;
+	int k = 0;
+
+	for (int i = 0; i < n; i++)
+		total += v[i].iov_len;
+	want = cut(total);
+	if (want == total || n > FSAFE__SYNCED_IOV_MAX)
+		return real->pwritev2(fd, v, n, o, f);
+	for (int i = 0; i < n && want > 0; i++) {
+		c[k] = v[i];
+		if (c[k].iov_len > want)
+			c[k].iov_len = want;
+		want -= c[k++].iov_len;
+	}
+	return real->pwritev2(fd, c, k, o, f);
+}
+static ssize_t w_pwritev2(int fd, const struct iovec *v, int n, off_t o, int f) { FAIL_OR(pwritev2, cut_pwritev2(fd, v, n, o, f)); }
 static int w_fsync(int fd) { FAIL_OR(fsync, real->fsync(fd)); }
 static int w_fdatasync(int fd) { FAIL_OR(fdatasync, real->fdatasync(fd)); }
 static int w_ftruncate(int fd, off_t l) { FAIL_OR(ftruncate, real->ftruncate(fd, l)); }
@@ -122,7 +144,7 @@ static int w_close(int fd)
 
 static const struct fsafe_sys wrapped = {
 	.openat = w_openat, .openat2 = w_openat2, .read = w_read,
-	.write = w_write, .pread = w_pread, .pwrite = w_pwrite,
+	.write = w_write, .pread = w_pread, .pwrite = w_pwrite, .pwritev2 = w_pwritev2,
 	.fsync = w_fsync, .fdatasync = w_fdatasync, .ftruncate = w_ftruncate,
 	.fallocate = w_fallocate,
 	.renameat = w_renameat, .renameat2 = w_renameat2, .linkat = w_linkat,

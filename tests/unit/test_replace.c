@@ -394,6 +394,38 @@ static void no_xattrs_cost_one_call(void **state)
 	assert_clean(f);
 }
 
+/* The one-shot write syncs its data with the write itself, before the
+   attributes are copied (a write would strip security.capability): what
+   it copied after is made durable by an fsync of its own, before the
+   rename publishes it. */
+static void copied_xattrs_synced_before_publish(void **state)
+{
+	struct fx *f = *state;
+	struct fault_plan count = { .kind = FAULT_NONE };
+	char path[8192];
+
+	skip_without_fs(f);
+	tu_put(f->dir, "t", "old", 3);
+	snprintf(path, sizeof(path), "%s/t", f->dir);
+	assert_int_equal(lsetxattr(path, "user.a", "1", 1, 0), 0);
+	fault_install(&count);
+	assert_int_equal(put(f, "t", "new", 0, NULL), 0);
+	int n = fault_calls(), set = 0, synced = 0, renamed = 0;
+	for (int i = 1; i <= n; i++) {
+		const char *name = fault_call_name(i);
+		if (!strcmp(name, "fsetxattr"))
+			set = i;
+		else if (set && !renamed && !strcmp(name, "fsync"))
+			synced = i;
+		else if (!strcmp(name, "renameat"))
+			renamed = i;
+	}
+	fault_remove();
+	assert_true(set > 0 && renamed > set);
+	assert_true(synced > set && synced < renamed);
+	assert_clean(f);
+}
+
 /* Before Linux 6.13 there is no listxattrat: the file is opened and
    listed by descriptor, with the same result. */
 static void xattrs_kept_without_the_at_calls(void **state)
@@ -851,6 +883,7 @@ int main(void)
 		CASES(xattrs_kept_by_every_write_path),
 		CASES(many_xattrs_kept),
 		CASES(no_xattrs_cost_one_call),
+		CASES(copied_xattrs_synced_before_publish),
 		CASES(xattrs_kept_without_the_at_calls),
 		CASES(denied_xattr_fails_or_is_skipped),
 		CASES(special_files_refused_and_untouched),
