@@ -3,8 +3,9 @@
  *
  * Delivery goes through the atomic writer in create-only mode straight into
  * new/, as a one-shot write on the handle's own fd of new/: the stage is
- * named in the public staging form from the start, the data synced, then
- * published with renameat2(NOREPLACE) or link and new/ synced. Staging in
+ * named in the public staging form from the start, header and body written
+ * and synced in one call, then published with renameat2(NOREPLACE) or link
+ * and new/ synced. The id is new, so nothing is looked up first. Staging in
  * a separate tmp/ would cost a second rename and a second directory sync
  * per message and buy nothing: consumers tell stages apart by
  * fsafe_is_staging_name(), and recovery sweeps them with fsafe_sweep().
@@ -260,7 +261,7 @@ static int deliver_as(fsafe_inbox *ib, const char *id, uint64_t seq,
 	struct fsafe_write_opts wo = FSAFE_WRITE_OPTS_INIT;
 	struct fsafe__wopts o;
 	uint8_t h[FSAFE__INBOX_HDR];
-	fsafe_writer *w;
+	struct iovec iov[2] = { { h, sizeof(h) }, { (void *)buf, len } };
 
 	wo.error = e;
 	wo.flags = FSAFE_CREATE_ONLY | FSAFE_NO_FOLLOW | ib->write_flags;
@@ -269,20 +270,11 @@ static int deliver_as(fsafe_inbox *ib, const char *id, uint64_t seq,
 	int r = fsafe__wopts_load(&o, &wo);
 	if (r < 0)
 		return r;
-	/* The whole message is known: a named stage from the start, its
-	   space reserved; and the writer ends inside this call, on new/'s
-	   fd we hold, so it opens no directory of its own. */
-	o.one_shot = true;
-	o.length = sizeof(h) + len;
-	o.borrow_dirfd = true;
-	if ((r = fsafe__writer_open(ib->newfd, id, &o, &w)) < 0)
-		return r;
-	if ((r = fsafe_writer_write(w, h, sizeof(h))) < 0 ||
-	    (r = fsafe_writer_write(w, buf, len)) < 0) {
-		fsafe_writer_abort(w);
-		return r;
-	}
-	return fsafe_writer_commit(w);
+	/* A one-shot write on new/'s fd we hold: header and body written
+	   and synced in one call, and no lookup of the id, which is new
+	   (one that is not fails the publish with -EEXIST). */
+	o.fresh = true;
+	return fsafe__write_oneshot(ib->newfd, id, iov, 2, o);
 }
 
 int fsafe_inbox_deliver(fsafe_inbox *ib, const void *buf, size_t len,

@@ -126,6 +126,10 @@ int fsafe__target_resolve(int dirfd, const char *path, unsigned how,
 	}
 	if (t->dirfd < 0)
 		return t->dirfd;
+	if (how & FSAFE__TARGET_FRESH) {
+		t->exists = false;
+		return 0;
+	}
 
 	r = how & FSAFE__TARGET_FOLLOW ? fsafe__target_follow(t, step)
 	                               : fsafe__target_stat(t, step);

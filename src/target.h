@@ -36,6 +36,9 @@ enum {
 	   be an O_PATH descriptor, which cannot be synced:
 	   fsafe__target_sync_dir() copes. */
 	FSAFE__TARGET_BORROW = 1u << 3,
+	/* The name is new by construction (a fresh random id) and the write
+	   is create-only: no lookup; the no-replace publish is the check. */
+	FSAFE__TARGET_FRESH = 1u << 4,
 };
 
 /* Resolve `path` relative to `dirfd`, as FSAFE__TARGET_* `how` says. On

@@ -38,6 +38,9 @@ struct fsafe__wopts {
 	   publish instead (fsafe__writer_stage_lost), and the caller starts
 	   again. */
 	bool restartable;
+	/* The caller made the name new (a random id) and writes create-only:
+	   no lookup of the target before staging (FSAFE__TARGET_FRESH). */
+	bool fresh;
 	/* Publish only if the target still matches `token`. */
 	bool conditional;
 	struct fsafe__token token;

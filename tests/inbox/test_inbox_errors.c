@@ -53,6 +53,22 @@ static void open_fills_error(void **state)
 	tu_assert_error(&e, -EINVAL, EINVAL, "options (flags)");
 }
 
+static ssize_t pwritev2_eio(int fd, const struct iovec *iov, int n,
+                            off_t off, int flags)
+{
+	(void)fd, (void)iov, (void)n, (void)off, (void)flags;
+	errno = EIO;
+	return -1;
+}
+
+static ssize_t pwritev2_refused(int fd, const struct iovec *iov, int n,
+                                off_t off, int flags)
+{
+	(void)fd, (void)iov, (void)n, (void)off, (void)flags;
+	errno = EOPNOTSUPP;
+	return -1;
+}
+
 static void deliver_fills_error(void **state)
 {
 	struct tu_fx *f = *state;
@@ -64,12 +80,23 @@ static void deliver_fills_error(void **state)
 	                 -EMSGSIZE);
 	tu_assert_error(&e, -EMSGSIZE, EMSGSIZE, "deliver (above max_message)");
 
-	/* A failed data sync: the writer's step, through the inbox's door. */
+	/* A failed data sync: the writer's step, through the inbox's door;
+	   the write that syncs itself fails as the write, and where the
+	   kernel refuses that, the sync on its own as the sync. */
 	struct fsafe_sys t = fsafe__sys_default;
-	t.fsync = t.fdatasync = tu_fail_eio;
+	t.pwritev2 = pwritev2_eio;
 	memset(&e, 0, sizeof(e));
 	const struct fsafe_sys *old = fsafe__sys_swap(&t);
 	int r = fsafe_inbox_deliver(ib, "m", 1, NULL);
+	fsafe__sys_swap(old);
+	assert_int_equal(r, -EIO);
+	tu_assert_error(&e, -EIO, EIO, "write");
+
+	t.pwritev2 = pwritev2_refused;
+	t.fsync = t.fdatasync = tu_fail_eio;
+	memset(&e, 0, sizeof(e));
+	old = fsafe__sys_swap(&t);
+	r = fsafe_inbox_deliver(ib, "m", 1, NULL);
 	fsafe__sys_swap(old);
 	assert_int_equal(r, -EIO);
 	tu_assert_error(&e, -EIO, EIO, "fsync");
