@@ -347,7 +347,7 @@ int fsafe_root_write_file(fsafe_root *root, const char *path,
 	o.length = len;
 	if ((r = root_writer_open(root, path, &o, &w)) < 0)
 		goto out;
-	fsafe_writer_write(w, buf, len);
+	fsafe__writer_write_synced(w, &(struct iovec){ (void *)buf, len }, 1);
 	if ((r = fsafe_writer_commit(w)) < 0 && root->error)
 		*root->error = detail;
 out:

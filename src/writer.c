@@ -535,10 +535,16 @@ int fsafe__writer_write_synced(fsafe_writer *w, const struct iovec *iov,
 
 	if (w->err)
 		return w->err;
-	if (fsafe__writer_data_fd(w) < 0) {
+	for (int i = 0; i < n; i++)
+		if (!iov[i].iov_base && iov[i].iov_len > 0)
+			return fail(w, -EINVAL, "write (NULL buffer)");
+	/* An O_TMPFILE stage is synced only once it has a name (btrfs):
+	   that one is written here and synced by sync_data. */
+	if (fsafe__writer_data_fd(w) < 0 || !w->named) {
 		for (int i = 0; i < n && r == 0; i++)
 			r = fsafe__write_all(w->fd, iov[i].iov_base,
 			                     iov[i].iov_len);
+		w->synced = false;
 	} else if ((r = fsafe__write_synced(w->fd, iov, n, w->meta_changed,
 	                                    &step)) == 0) {
 		w->synced = true;

@@ -83,8 +83,9 @@ int fsafe__writer_open_link(struct fsafe__target *t,
 int fsafe__writer_link(fsafe_writer *w);
 int fsafe__writer_sync_data(fsafe_writer *w);
 /* The whole content in one go, written and, unless the writer does not
-   sync, made durable with it (fsafe__write_synced): sync_data then syncs
-   only what came after, the copied extended attributes. */
+   sync or its stage is still unnamed (O_TMPFILE), made durable with it
+   (fsafe__write_synced): sync_data then syncs only what came after, the
+   copied extended attributes. */
 int fsafe__writer_write_synced(fsafe_writer *w, const struct iovec *iov,
                                int n);
 int fsafe__writer_publish(fsafe_writer *w);
