@@ -170,7 +170,10 @@ struct fsafe_error {
 	                      target is a mount point is "rename (target is
 	                      a mount point)"; a directory sync the
 	                      filesystem does not support is "fsync
-	                      directory (not supported by the filesystem)" */
+	                      directory (not supported by the filesystem)";
+	                      a one-shot write syncs its data with the
+	                      write (pwritev2 RWF_DSYNC), so its failed
+	                      data sync is "write" */
 	bool published;    /* the new content is visible at the target */
 };
 
