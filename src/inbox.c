@@ -14,8 +14,9 @@
  * wins, then a sync of the claim directory, which makes the rename durable
  * whole on the filesystems the inbox supports (fsafe/inbox.h). Every other
  * move (release, recovery, done/, quarantine) is link, sync, unlink. An ack
- * syncs only the claim directory: the claim's sync already made the
- * message's removal from new/ durable, so an acked message never reappears.
+ * syncs the claim directory, and new/ first where one directory's sync does
+ * not make a rename durable whole (btrfs, ext2: fsafe__renames_whole), so
+ * that an acked message never reappears in new/.
  */
 #define _GNU_SOURCE
 #include "inbox.h"
@@ -51,6 +52,9 @@ static const char hexd[] = "0123456789abcdef";
 struct fsafe_inbox {
 	int dirfd, newfd, claimedfd, quarfd, donefd;
 	unsigned flags, write_flags;
+	/* One sync of a directory makes a rename between new/ and claimed/
+	   durable whole (fsafe__renames_whole): the ack need not sync new/. */
+	bool renames_whole;
 	uint64_t max;
 	uint64_t seq;
 	struct fsafe_lock_owner self;
@@ -237,6 +241,7 @@ int fsafe_inbox_open(int dirfd, const char *path,
 		fsafe_inbox_close(ib);
 		return r;
 	}
+	ib->renames_whole = fsafe__renames_whole(ib->newfd);
 	*out = ib;
 	return 0;
 }
@@ -817,10 +822,13 @@ int fsafe_inbox_ack(fsafe_inbox_consumer *c, const char *id)
 		return fail(ib, -EINVAL, "message id");
 	if ((r = fsafe__fstatat(c->fd, id, &st, AT_SYMLINK_NOFOLLOW)) < 0)
 		return fail(ib, r, "stat claim");
-	/* No sync of new/ first: the claim's sync of our directory made its
-	   rename durable whole, the name's removal from new/ included (the
-	   journaled rename the inbox needs, see claim()), so an acked message
-	   cannot come back there. */
+	/* The claim's removal from new/ must be durable before the message
+	   goes, or a power cut could bring an acked message back. Where a
+	   rename is journaled whole (ext3, ext4, xfs), the claim's sync of
+	   our directory made it so; elsewhere (btrfs logs only the directory
+	   it syncs; ext2) new/ is synced here. */
+	if (!ib->renames_whole && (r = fsafe__fsync(ib->newfd)) < 0)
+		return fail(ib, r, "fsync new/");
 	if (ib->flags & FSAFE_INBOX_KEEP_DONE) {
 		r = move_durably(c->fd, id, ib->donefd, id);
 		if (r == -EEXIST) /* an earlier ack that was interrupted */

@@ -5,11 +5,18 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "sys.h"
+
+#ifdef __linux__
+#include <sys/sysmacros.h>
+#include <sys/vfs.h>
+#endif
 
 ssize_t fsafe__pread_full(int fd, void *buf, size_t len, off_t off)
 {
@@ -289,4 +296,95 @@ void fsafe__dir_names_free(char **v, size_t n)
 	for (size_t i = 0; i < n; i++)
 		free(v[i]);
 	free(v);
+}
+
+#ifdef FSAFE_TESTING
+volatile int fsafe__test_renames_whole = -1;
+#endif
+
+#ifdef __linux__
+#define EXT_SUPER_MAGIC 0xEF53 /* ext2, ext3 and ext4 alike */
+#define XFS_SUPER_MAGIC 0x58465342
+#define TMPFS_MAGIC 0x01021994
+
+/* The filesystem type of mountinfo line `line` if it is for device
+   maj:min, else NULL. Fields: id parent maj:min root point options
+   [optional...] - type source super-options. */
+static const char *mount_type(char *line, unsigned maj, unsigned min)
+{
+	unsigned a, b;
+	char *sep, *type;
+
+	if (sscanf(line, "%*s %*s %u:%u", &a, &b) != 2 || a != maj || b != min)
+		return NULL;
+	if (!(sep = strstr(line, " - ")))
+		return NULL;
+	type = sep + 3;
+	type[strcspn(type, " ")] = '\0';
+	return type;
+}
+
+/* Whether mountinfo names device `dev` as ext3 or ext4 (not ext2). */
+static bool ext_journaled(dev_t dev)
+{
+	char buf[4096];
+	size_t have = 0;
+	bool found = false, journaled = false, skip = false;
+	int fd = fsafe__openat(AT_FDCWD, "/proc/self/mountinfo", O_RDONLY, 0);
+
+	if (fd < 0)
+		return false;
+	while (!found) {
+		ssize_t n = fsafe__read(fd, buf + have, sizeof(buf) - 1 - have);
+		if (n <= 0)
+			break;
+		have += (size_t)n;
+		buf[have] = '\0';
+		char *line = buf, *nl;
+		while (!found && (nl = strchr(line, '\n'))) {
+			*nl = '\0';
+			const char *t = skip ? NULL
+			                     : mount_type(line, major(dev),
+			                                  minor(dev));
+			found = t != NULL;
+			journaled = t && (!strcmp(t, "ext4") || !strcmp(t, "ext3"));
+			skip = false;
+			line = nl + 1;
+		}
+		have -= (size_t)(line - buf);
+		memmove(buf, line, have);
+		/* A line longer than the buffer: the rest of it is skipped. */
+		if (have == sizeof(buf) - 1)
+			have = 0, skip = true;
+	}
+	fsafe__close(fd);
+	return journaled;
+}
+#endif
+
+bool fsafe__renames_whole(int fd)
+{
+#ifdef FSAFE_TESTING
+	if (fsafe__test_renames_whole >= 0)
+		return fsafe__test_renames_whole;
+#endif
+#ifdef __linux__
+	struct statfs sf;
+	struct stat st;
+
+	if (SYS->fstatfs(fd, &sf) < 0)
+		return false;
+	switch ((unsigned long)sf.f_type) {
+	case XFS_SUPER_MAGIC:
+	case TMPFS_MAGIC:
+		return true;
+	case EXT_SUPER_MAGIC:
+		return fsafe__fstat(fd, &st) == 0 && ext_journaled(st.st_dev);
+	default:
+		return false;
+	}
+#else
+	(void)fd;
+	return false;
+#endif
 }

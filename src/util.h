@@ -59,6 +59,24 @@ int fsafe__backoff_sleep(uint64_t t0, uint64_t limit_ns, uint64_t *step_ns,
 int fsafe__mkdir_p(int dirfd, const char *path, mode_t mode, bool sync,
                    int *fd, const char **step);
 
+/*
+ * Whether a rename between two directories of fd's filesystem is made
+ * durable whole, both its halves, by a sync of either directory: a
+ * journal that commits the two in one transaction, which the sync commits
+ * (ext3, ext4, xfs; and tmpfs, where a power cut keeps nothing to split).
+ * btrfs logs only the synced directory's changes and ext2 writes the two
+ * apart, so there, as on any other or unknown filesystem (or when asking
+ * fails), false: a caller that needs both halves syncs both directories.
+ * ext3 and ext4 are told from ext2, which has their magic number, by the
+ * type /proc/self/mountinfo names for fd's device.
+ */
+bool fsafe__renames_whole(int fd);
+
+#ifdef FSAFE_TESTING
+/* Test builds only: -1 asks the filesystem; 0 or 1 is the answer. */
+extern volatile int fsafe__test_renames_whole;
+#endif
+
 /* Subdirectory `name` of dfd, never through a symlink (fsafe__open_subdir),
    made first when missing (`mode` less the umask); with `sync`, a new
    one's entry is fsynced into dfd. Its fd, or -errno. */

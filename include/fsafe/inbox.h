@@ -37,11 +37,14 @@
  *
  * Filesystem: a claim is one rename from new/ into the consumer's
  * directory, so the inbox needs a filesystem that never persists a
- * rename's removal half alone (an ack, which syncs only the consumer's
- * directory, relies on the claim's rename being durable whole; take + ack
- * cost two flushes). Measured by power cuts at every call of a
- * claim and of an ack to done/ (docs/DESIGN.md): no cut did on ext4, xfs,
- * btrfs, or overlayfs over ext4 or xfs, which journal a rename. On a
+ * rename's removal half alone. Measured by power cuts at every call of a
+ * claim and of an ack (docs/DESIGN.md): no cut did on ext4, xfs, btrfs, or
+ * overlayfs over ext4 or xfs. An ack syncs the consumer's directory; on
+ * ext3, ext4 and xfs, where that sync and the claim's make a rename
+ * durable whole, nothing more (take + ack cost two flushes); elsewhere it
+ * syncs new/ first (three): btrfs logs only the directory it syncs, and a
+ * power cut after an ack that did not sync new/ brought the message back
+ * there. On a
  * filesystem without a journal (ext2, vfat) nothing orders the two
  * directories' writes, and a power cut during a claim can lose that
  * message: the cuts did not catch it on ext2 only because they come

@@ -19,9 +19,11 @@
 
 #include <cmocka.h>
 
+#include "fault.h"
 #include "fsafe/inbox.h"
 #include "sys.h"
 #include "testutil.h"
+#include "util.h"
 
 static fsafe_inbox *open_ib(int dirfd, struct fsafe_error *e, unsigned flags)
 {
@@ -111,7 +113,10 @@ static void consumer_calls_fill_error(void **state)
 {
 	struct tu_fx *f = *state;
 	struct fsafe_error e = { 0 };
+	/* A filesystem that makes a rename durable whole (ext4, xfs). */
+	fsafe__test_renames_whole = 1;
 	fsafe_inbox *ib = open_ib(f->dirfd, &e, 0);
+	fsafe__test_renames_whole = -1;
 	fsafe_inbox_consumer *c;
 	fsafe_inbox_msg *m;
 
@@ -146,6 +151,54 @@ static void consumer_calls_fill_error(void **state)
 	fsafe__sys_swap(old);
 	assert_int_equal(r, -EIO);
 	tu_assert_error(&e, -EIO, EIO, "fsync claim directory");
+	fsafe_inbox_msg_free(m);
+
+	assert_int_equal(fsafe_inbox_consumer_close(c), 0);
+	fsafe_inbox_close(ib);
+}
+
+/*
+ * Where one directory's sync does not make a rename durable whole (btrfs,
+ * ext2), the ack syncs new/ first, so that the claim's removal from new/
+ * is durable before the message goes: then the claim directory.
+ */
+static void ack_syncs_new_where_renames_split(void **state)
+{
+	struct tu_fx *f = *state;
+	struct fsafe_error e = { 0 };
+	fsafe_inbox_consumer *c;
+	fsafe_inbox_msg *m;
+
+	fsafe__test_renames_whole = 0;
+	fsafe_inbox *ib = open_ib(f->dirfd, &e, 0);
+	fsafe__test_renames_whole = -1;
+	assert_int_equal(fsafe_inbox_consumer_open(ib, NULL, &c), 0);
+	assert_int_equal(fsafe_inbox_deliver(ib, "m", 1, NULL), 0);
+	assert_int_equal(fsafe_inbox_deliver(ib, "n", 1, NULL), 0);
+
+	/* The first sync fails: it is new/'s, and the message stays. */
+	assert_int_equal(fsafe_inbox_take(c, &m), 0);
+	struct fsafe_sys t = fsafe__sys_default;
+	t.fsync = tu_fail_eio;
+	const struct fsafe_sys *old = fsafe__sys_swap(&t);
+	int r = fsafe_inbox_ack(c, fsafe_inbox_msg_id(m));
+	fsafe__sys_swap(old);
+	assert_int_equal(r, -EIO);
+	tu_assert_error(&e, -EIO, EIO, "fsync new/");
+	assert_int_equal(fsafe_inbox_ack(c, fsafe_inbox_msg_id(m)), 0);
+	fsafe_inbox_msg_free(m);
+
+	/* Two syncs: new/, then the claim directory after the unlink. */
+	assert_int_equal(fsafe_inbox_take(c, &m), 0);
+	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
+	r = fsafe_inbox_ack(c, fsafe_inbox_msg_id(m));
+	int syncs = fault_calls_named("fsync");
+	int unlink = fault_first_call_named("unlinkat");
+	int first = fault_first_call_named("fsync");
+	fault_remove();
+	assert_int_equal(r, 0);
+	assert_int_equal(syncs, 2);
+	assert_true(first < unlink);
 	fsafe_inbox_msg_free(m);
 
 	assert_int_equal(fsafe_inbox_consumer_close(c), 0);
@@ -209,6 +262,9 @@ int main(void)
 		                                tu_fx_setup, tu_fx_teardown),
 		cmocka_unit_test_setup_teardown(consumer_calls_fill_error,
 		                                tu_fx_setup, tu_fx_teardown),
+		cmocka_unit_test_setup_teardown(
+			ack_syncs_new_where_renames_split, tu_fx_setup,
+			tu_fx_teardown),
 		cmocka_unit_test_setup_teardown(wait_zero_does_not_wait,
 		                                tu_fx_setup, tu_fx_teardown),
 		cmocka_unit_test_setup_teardown(recover_fills_error,

@@ -536,6 +536,52 @@ static void quarantine_link_keeps_every_name(void **state)
 	close(q);
 }
 
+/* The filesystem type findmnt(8) reports for path, or "" where it cannot. */
+static void fs_type(const char *path, char *type, size_t cap)
+{
+	char cmd[4200];
+	FILE *p;
+
+	type[0] = '\0';
+	snprintf(cmd, sizeof(cmd), "findmnt -n -o FSTYPE -T '%s' 2>/dev/null",
+	         path);
+	if (!(p = popen(cmd, "r")))
+		return;
+	if (fgets(type, (int)cap, p))
+		type[strcspn(type, "\n")] = '\0';
+	pclose(p);
+}
+
+/* Whether one directory's sync makes a rename durable whole: ext3, ext4,
+   xfs and tmpfs say yes; ext2 (ext4's magic number), btrfs, proc and
+   anything else no. Asked of this test's scratch directory and /proc. */
+static void renames_whole_by_filesystem(void **state)
+{
+	struct tu_fx *f = *state;
+	static const char *const whole[] = { "ext3", "ext4", "xfs", "tmpfs" };
+	const char *dirs[] = { f->dir, "/dev/shm", "/proc" };
+	char type[64];
+
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		int fd = open(dirs[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		fs_type(dirs[i], type, sizeof(type));
+		if (fd < 0 || !type[0]) {
+			print_message("SKIP %s: %s\n", dirs[i],
+			              fd < 0 ? "cannot open" : "no findmnt");
+			if (fd >= 0)
+				close(fd);
+			continue;
+		}
+		bool want = false;
+		for (size_t k = 0; k < sizeof(whole) / sizeof(whole[0]); k++)
+			want |= !strcmp(type, whole[k]);
+		print_message("%s: %s, renames whole: %s\n", dirs[i], type,
+		              want ? "yes" : "no");
+		assert_int_equal(fsafe__renames_whole(fd), want);
+		close(fd);
+	}
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, tu_fx_setup, tu_fx_teardown)
 #define T0(fn) cmocka_unit_test_setup_teardown(fn, umask_zero, umask_back)
 
@@ -556,6 +602,7 @@ int main(void)
 		T0(checkpoint_create_makes_parents),
 		T0(inbox_create_makes_parents),
 		T(quarantine_link_keeps_every_name),
+		T(renames_whole_by_filesystem),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
