@@ -1,8 +1,9 @@
 /*
  * Small helpers the modules share: positional I/O loops, a small file read
- * whole, the clocks, the durable mkdir of a store's directory, and a scan
- * of a directory. Every system call goes through the SYS table (sys.h), so
- * a fault plan sees each one.
+ * whole, the clocks, the durable mkdir of a store's directory, a scan of a
+ * directory, and whether a filesystem makes a rename durable whole. Every
+ * system call goes through the SYS table (sys.h), so a fault plan sees
+ * each one.
  */
 #ifndef FSAFE_UTIL_H
 #define FSAFE_UTIL_H
