@@ -558,8 +558,11 @@ static void fs_type(const char *path, char *type, size_t cap)
 static void renames_whole_by_filesystem(void **state)
 {
 	struct tu_fx *f = *state;
-	static const char *const whole[] = { "ext3", "ext4", "xfs", "tmpfs" };
-	const char *dirs[] = { f->dir, "/dev/shm", "/proc" };
+	/* devtmpfs is tmpfs underneath: a chroot that binds /dev alone
+	   sees /dev/shm there. */
+	static const char *const whole[] = { "ext3", "ext4", "xfs", "tmpfs",
+	                                     "devtmpfs" };
+	const char *dirs[] = { f->dir, "/dev/shm", "/dev", "/proc" };
 	char type[64];
 
 	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
