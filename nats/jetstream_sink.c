@@ -2,6 +2,12 @@
  * The JetStream sink (fsafe/nats.h): a batch is published asynchronously,
  * each record named by its Nats-Msg-Id, and confirmed once every record's
  * sequence number has a positive acknowledgement (a duplicate's included).
+ *
+ * A lost connection is never resumed by libnats: its reconnection sends
+ * what was published while it was away, after records lost with the old
+ * connection, and so would store a batch out of order. A batch goes out
+ * whole on one connection instead; the next send after a loss connects
+ * anew and starts again from the first record not yet acknowledged.
  */
 #define _GNU_SOURCE
 #include "fsafe/nats.h"
@@ -35,6 +41,7 @@ struct fsafe_nats_sink {
 	unsigned char *acked; /* one flag per record */
 	uint64_t nacked;
 	uint64_t duplicates; /* acknowledgements of records the stream had */
+	bool closed;          /* k->nc is gone: no more acknowledgements */
 	char ack_error[160]; /* the first negative acknowledgement */
 };
 
@@ -92,6 +99,20 @@ static void on_ack(jsCtx *js, natsMsg *m, jsPubAck *pa, jsPubAckErr *pae,
 	natsMsg_Destroy(m);
 }
 
+/* On libnats's thread, when a connection has closed (an old one's may
+   come late: only the current one counts). */
+static void on_closed(natsConnection *nc, void *arg)
+{
+	fsafe_nats_sink *k = arg;
+
+	pthread_mutex_lock(&k->mu);
+	if (nc == k->nc) {
+		k->closed = true;
+		pthread_cond_broadcast(&k->cv);
+	}
+	pthread_mutex_unlock(&k->mu);
+}
+
 int fsafe_nats_sink_new(const char *url, const char *subject,
                         const char *stream, uint32_t ack_wait_ms,
                         fsafe_nats_sink **out)
@@ -120,16 +141,27 @@ int fsafe_nats_sink_new(const char *url, const char *subject,
 	return 0;
 }
 
+static void disconnect(fsafe_nats_sink *k)
+{
+	natsConnection *nc = k->nc;
+
+	if (k->js)
+		jsCtx_Destroy(k->js);
+	k->js = NULL;
+	pthread_mutex_lock(&k->mu);
+	k->nc = NULL;
+	pthread_mutex_unlock(&k->mu);
+	if (nc) {
+		natsConnection_Close(nc);
+		natsConnection_Destroy(nc);
+	}
+}
+
 void fsafe_nats_sink_free(fsafe_nats_sink *k)
 {
 	if (!k)
 		return;
-	if (k->js)
-		jsCtx_Destroy(k->js);
-	if (k->nc) {
-		natsConnection_Close(k->nc);
-		natsConnection_Destroy(k->nc);
-	}
+	disconnect(k);
 	pthread_mutex_destroy(&k->mu);
 	pthread_cond_destroy(&k->cv);
 	free(k->acked);
@@ -155,19 +187,27 @@ const char *fsafe_nats_sink_message(const fsafe_nats_sink *k)
 static int connect_js(fsafe_nats_sink *k)
 {
 	natsOptions *o = NULL;
+	natsConnection *nc = NULL;
 	jsOptions jo;
 	natsStatus st = natsOptions_Create(&o);
 
 	if (st == NATS_OK)
 		st = natsOptions_SetURL(o, k->url);
-	/* Never give up on the server: the forwarder decides how long. */
+	/* Not resumed by libnats (see the top); the forwarder's retries
+	   decide how long the server may be away. */
 	if (st == NATS_OK)
-		st = natsOptions_SetMaxReconnect(o, -1);
+		st = natsOptions_SetAllowReconnect(o, false);
 	if (st == NATS_OK)
-		st = natsOptions_SetReconnectWait(o, 100);
+		st = natsOptions_SetClosedCB(o, on_closed, k);
 	if (st == NATS_OK)
-		st = natsConnection_Connect(&k->nc, o);
+		st = natsConnection_Connect(&nc, o);
 	natsOptions_Destroy(o);
+	if (st == NATS_OK) {
+		pthread_mutex_lock(&k->mu);
+		k->nc = nc;
+		k->closed = natsConnection_IsClosed(nc);
+		pthread_mutex_unlock(&k->mu);
+	}
 	if (st == NATS_OK) {
 		jsOptions_Init(&jo);
 		jo.Wait = k->ack_wait_ms;
@@ -178,9 +218,19 @@ static int connect_js(fsafe_nats_sink *k)
 	if (st != NATS_OK) {
 		say(k, "cannot connect to %s: %s", k->url,
 		    natsStatus_GetText(st));
+		disconnect(k);
 		return -ECONNREFUSED;
 	}
 	return 0;
+}
+
+/* Connected, over a new connection if the last one was lost. */
+static int ensure_connected(fsafe_nats_sink *k)
+{
+	if (k->js && !natsConnection_IsClosed(k->nc))
+		return 0;
+	disconnect(k);
+	return connect_js(k);
 }
 
 /* The name of the stream that holds the subject, asked of the server. */
@@ -241,7 +291,7 @@ static int k_start(const char *spool_id, uint64_t max_retry_ms, void *arg)
 
 	memcpy(k->id, spool_id, 33);
 	k->message[0] = '\0';
-	if (!k->nc && (r = connect_js(k)) < 0)
+	if ((r = ensure_connected(k)) < 0)
 		return r;
 	if (!k->stream && (r = find_stream(k)) < 0)
 		return r;
@@ -298,12 +348,15 @@ static int await_acks(fsafe_nats_sink *k)
 	if (end.tv_nsec >= 1000000000L)
 		end.tv_sec++, end.tv_nsec -= 1000000000L;
 	pthread_mutex_lock(&k->mu);
-	while (k->nacked < k->n && !k->ack_error[0] && r == 0)
+	while (k->nacked < k->n && !k->ack_error[0] && !k->closed && r == 0)
 		r = pthread_cond_timedwait(&k->cv, &k->mu, &end);
 	if (k->nacked == k->n)
 		r = 0;
 	else if (k->ack_error[0])
 		say(k, "%s", k->ack_error), r = -EIO;
+	else if (k->closed)
+		say(k, "connection lost with %" PRIu64 " of %" PRIu64 " records "
+		    "unacknowledged", k->n - k->nacked, k->n), r = -ECONNRESET;
 	else
 		say(k, "%" PRIu64 " of %" PRIu64 " records unacknowledged "
 		    "after %" PRIu32 " ms", k->n - k->nacked, k->n,
@@ -325,8 +378,12 @@ static int k_send(const struct fsafe_forward_record *recs, size_t n,
                   void *arg)
 {
 	fsafe_nats_sink *k = arg;
-	int r = batch_begin(k, recs[0].seq, n);
+	/* After a lost connection, a new one (the stream was found and
+	   checked by start). */
+	int r = ensure_connected(k);
 
+	if (r == 0)
+		r = batch_begin(k, recs[0].seq, n);
 	for (size_t i = 0; r == 0 && i < n; i++)
 		r = publish(k, &recs[i]);
 	if (r == 0)

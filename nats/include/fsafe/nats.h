@@ -34,11 +34,14 @@ typedef struct fsafe_nats_sink fsafe_nats_sink;
 /*
  * A sink publishing to `subject` on the server at `url`
  * ("nats://127.0.0.1:4222"). Nothing is connected until the forwarder
- * starts the sink: start connects (reconnecting for ever when the server
- * goes away later; -ECONNREFUSED when the first connection fails),
- * and checks the duplicate window of `stream` (may be NULL: the stream
+ * starts the sink: start connects (-ECONNREFUSED when that fails) and
+ * checks the duplicate window of `stream` (may be NULL: the stream
  * that holds `subject`, asked of the server; -ENOENT when none does).
  * `ack_wait_ms` bounds the wait for a batch's acknowledgements (0: 5000).
+ * A batch goes out whole on one connection: when the server goes away,
+ * the batch fails (the forwarder retries it) and the next send connects
+ * anew, so records reach the stream in spool order; the connection is
+ * never resumed with what was published while it was lost.
  * 0, -EINVAL for a missing url or subject (or one with white space or
  * quotes), or -ENOMEM. A record longer than the server's max_payload
  * (1 MiB by default) fails its batch until the forwarder gives up.
