@@ -41,7 +41,6 @@ struct fsafe_nats_sink {
 	unsigned char *acked; /* one flag per record */
 	uint64_t nacked;
 	uint64_t duplicates; /* acknowledgements of records the stream had */
-	bool closed;          /* k->nc is gone: no more acknowledgements */
 	char ack_error[160]; /* the first negative acknowledgement */
 };
 
@@ -99,20 +98,6 @@ static void on_ack(jsCtx *js, natsMsg *m, jsPubAck *pa, jsPubAckErr *pae,
 	natsMsg_Destroy(m);
 }
 
-/* On libnats's thread, when a connection has closed (an old one's may
-   come late: only the current one counts). */
-static void on_closed(natsConnection *nc, void *arg)
-{
-	fsafe_nats_sink *k = arg;
-
-	pthread_mutex_lock(&k->mu);
-	if (nc == k->nc) {
-		k->closed = true;
-		pthread_cond_broadcast(&k->cv);
-	}
-	pthread_mutex_unlock(&k->mu);
-}
-
 int fsafe_nats_sink_new(const char *url, const char *subject,
                         const char *stream, uint32_t ack_wait_ms,
                         fsafe_nats_sink **out)
@@ -143,18 +128,14 @@ int fsafe_nats_sink_new(const char *url, const char *subject,
 
 static void disconnect(fsafe_nats_sink *k)
 {
-	natsConnection *nc = k->nc;
-
 	if (k->js)
 		jsCtx_Destroy(k->js);
-	k->js = NULL;
-	pthread_mutex_lock(&k->mu);
-	k->nc = NULL;
-	pthread_mutex_unlock(&k->mu);
-	if (nc) {
-		natsConnection_Close(nc);
-		natsConnection_Destroy(nc);
+	if (k->nc) {
+		natsConnection_Close(k->nc);
+		natsConnection_Destroy(k->nc);
 	}
+	k->js = NULL;
+	k->nc = NULL;
 }
 
 void fsafe_nats_sink_free(fsafe_nats_sink *k)
@@ -187,7 +168,6 @@ const char *fsafe_nats_sink_message(const fsafe_nats_sink *k)
 static int connect_js(fsafe_nats_sink *k)
 {
 	natsOptions *o = NULL;
-	natsConnection *nc = NULL;
 	jsOptions jo;
 	natsStatus st = natsOptions_Create(&o);
 
@@ -198,16 +178,8 @@ static int connect_js(fsafe_nats_sink *k)
 	if (st == NATS_OK)
 		st = natsOptions_SetAllowReconnect(o, false);
 	if (st == NATS_OK)
-		st = natsOptions_SetClosedCB(o, on_closed, k);
-	if (st == NATS_OK)
-		st = natsConnection_Connect(&nc, o);
+		st = natsConnection_Connect(&k->nc, o);
 	natsOptions_Destroy(o);
-	if (st == NATS_OK) {
-		pthread_mutex_lock(&k->mu);
-		k->nc = nc;
-		k->closed = natsConnection_IsClosed(nc);
-		pthread_mutex_unlock(&k->mu);
-	}
 	if (st == NATS_OK) {
 		jsOptions_Init(&jo);
 		jo.Wait = k->ack_wait_ms;
@@ -336,25 +308,51 @@ static int publish(fsafe_nats_sink *k, const struct fsafe_forward_record *r)
 	return 0;
 }
 
-/* Every record acknowledged, or the first refusal, or the time is up. */
+/* CLOCK_REALTIME (pthread_cond_timedwait's) `ms` from now. */
+static struct timespec in_ms(uint32_t ms)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_REALTIME, &t);
+	t.tv_sec += ms / 1000;
+	t.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (t.tv_nsec >= 1000000000L)
+		t.tv_sec++, t.tv_nsec -= 1000000000L;
+	return t;
+}
+
+static bool earlier(const struct timespec *a, const struct timespec *b)
+{
+	return a->tv_sec < b->tv_sec ||
+	       (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
+/* A closed connection brings no more acknowledgements; the wait looks
+   every CLOSED_POLL_MS (a closed callback could outlive the sink). */
+#define CLOSED_POLL_MS 20
+
+/* Every record acknowledged, or the first refusal, or the connection
+   closed, or the time is up. */
 static int await_acks(fsafe_nats_sink *k)
 {
-	struct timespec end;
-	int r = 0;
+	struct timespec end = in_ms(k->ack_wait_ms), now = in_ms(0);
+	bool closed = false;
+	int r;
 
-	clock_gettime(CLOCK_REALTIME, &end);
-	end.tv_sec += k->ack_wait_ms / 1000;
-	end.tv_nsec += (long)(k->ack_wait_ms % 1000) * 1000000L;
-	if (end.tv_nsec >= 1000000000L)
-		end.tv_sec++, end.tv_nsec -= 1000000000L;
 	pthread_mutex_lock(&k->mu);
-	while (k->nacked < k->n && !k->ack_error[0] && !k->closed && r == 0)
-		r = pthread_cond_timedwait(&k->cv, &k->mu, &end);
+	while (k->nacked < k->n && !k->ack_error[0] && !closed &&
+	       earlier(&now, &end)) {
+		struct timespec t = in_ms(CLOSED_POLL_MS);
+		pthread_cond_timedwait(&k->cv, &k->mu,
+		                       earlier(&t, &end) ? &t : &end);
+		closed = natsConnection_IsClosed(k->nc);
+		now = in_ms(0);
+	}
 	if (k->nacked == k->n)
 		r = 0;
 	else if (k->ack_error[0])
 		say(k, "%s", k->ack_error), r = -EIO;
-	else if (k->closed)
+	else if (closed)
 		say(k, "connection lost with %" PRIu64 " of %" PRIu64 " records "
 		    "unacknowledged", k->n - k->nacked, k->n), r = -ECONNRESET;
 	else

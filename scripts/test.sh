@@ -2,7 +2,7 @@
 # The whole test suite, as CI runs it: a gcc build and every test, a gcc
 # Release build and its tests, a build without io_uring and its batch
 # tests, warning-free builds at every build type with gcc and clang, the
-# unit/crash/module tests under ASan+UBSan, and the bounded fuzz run.
+# unit/crash/module and JetStream sink tests under ASan+UBSan, and the bounded fuzz run.
 #
 # FSAFE_WERROR=ON (the project's CI sets it in .ci/run) makes warnings
 # errors; a user's run of this script does not need it.
@@ -58,7 +58,7 @@ for cc in gcc clang; do
 	done
 done
 
-step "ASan+UBSan: unit, crash and module tests"
+step "ASan+UBSan: unit, crash, module and JetStream sink tests"
 CC=clang configure "$out/asan" -DFSAFE_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
 cmake --build "$out/asan" -j "$jobs"
 # The inbox stress test ran at full size above; here a quarter of it
@@ -67,7 +67,7 @@ FSAFE_INBOX_STRESS_N=1250 \
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	ctest --test-dir "$out/asan" --output-on-failure -j "$jobs" \
-	-L 'unit|crash|lock|root|damage'
+	-L 'unit|crash|lock|root|damage|nats'
 
 if [ -f tests/fuzz/CMakeLists.txt ]; then
 	step "libFuzzer (bounded)"

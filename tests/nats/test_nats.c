@@ -145,7 +145,7 @@ static int group_setup(void **state)
 		       "nats-server)\n");
 		return 0;
 	}
-	store = strdup(tu_mkscratch());
+	store = tu_mkscratch();
 	ns_start(&srv, store);
 	ns_add_stream(&srv, "S", "rec", 120000);
 	ns_add_stream(&srv, "SHORT", "short", 1000);

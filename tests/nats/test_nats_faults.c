@@ -183,7 +183,14 @@ static void forwarder(int dirfd, const char *url)
 	o.backoff_ms = 5;
 	o.backoff_max_ms = 100;
 	o.max_retry_ms = 60000;
-	if (fsafe_forward_open(s, &sink, &o, &fw) < 0) {
+	/* Started while the server is killed or restarting, it cannot
+	   connect: it tries again, as a supervisor would restart it. */
+	int r;
+	for (long end = now_ms() + 10000;
+	     (r = fsafe_forward_open(s, &sink, &o, &fw)) == -ECONNREFUSED &&
+	     now_ms() < end;)
+		wait_ms(50);
+	if (r < 0) {
 		fprintf(stderr, "forwarder: %s\n", fsafe_nats_sink_message(k));
 		_exit(5);
 	}
@@ -298,7 +305,7 @@ static void test_exactly_once_under_faults(void **state)
 	assert_true(dups != MAP_FAILED);
 	*dups = 0;
 	assert_int_equal(pipe2(gate, O_CLOEXEC), 0);
-	char *store = strdup(tu_mkscratch());
+	char *store = tu_mkscratch();
 	ns_start(&srv, store);
 	ns_add_stream(&srv, "E", "eo", 300000);
 	/* FSAFE_SEED repeats a run's kill points and the producer's batches
