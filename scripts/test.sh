@@ -2,7 +2,8 @@
 # The whole test suite, as CI runs it: a gcc build and every test, a gcc
 # Release build and its tests, a build without io_uring and its batch
 # tests, warning-free builds at every build type with gcc and clang, the
-# unit/crash/module and JetStream sink tests under ASan+UBSan, and the bounded fuzz run.
+# unit/crash/module and JetStream sink tests under ASan+UBSan, and the
+# bounded fuzz run.
 #
 # FSAFE_WERROR=ON (the project's CI sets it in .ci/run) makes warnings
 # errors; a user's run of this script does not need it.
