@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "crc32c.h"
@@ -22,6 +23,7 @@
 #include "store_record.h"
 #include "sys.h"
 #include "util.h"
+#include "writer.h"
 
 /* The lock module's private files (.lock-<uuid>.tmp / .broken), should
    any appear beside the records (a store locked through fsafe_lock, before
@@ -324,30 +326,25 @@ static int store_unlock(fsafe_store *s, int r)
 	return r;
 }
 
-/* Publish header + key + payload through the writer, which tells its
-   failed step through the handle's door. A symbolic link at the name is
-   replaced, never followed out of the store. */
+/* Publish header + key + payload as one one-shot write on the store's
+   own directory fd (a named stage, written and synced in one call), which
+   tells its failed step through the handle's door. A symbolic link at
+   the name is replaced, never followed out of the store. */
 static int rec_write(const fsafe_store *s, const char *name, const void *key,
                      size_t klen, uint64_t version, const void *buf,
                      size_t len)
 {
-	struct fsafe_write_opts o = FSAFE_WRITE_OPTS_INIT;
+	struct fsafe_write_opts wo = FSAFE_WRITE_OPTS_INIT;
+	struct fsafe__wopts o;
 	uint8_t h[REC_HDR + FSAFE_STORE_KEY_MAX];
 	size_t hl = fsafe__rec_format(h, key, klen, version, buf, len);
-	fsafe_writer *w;
-	int r;
+	struct iovec iov[2] = { { h, hl }, { (void *)buf, len } };
 
-	o.flags = s->write_flags | FSAFE_NO_FOLLOW;
-	o.mode = s->mode;
-	o.error = s->error;
-	if ((r = fsafe_writer_open(s->dirfd, name, &o, &w)) < 0)
-		return r;
-	if ((r = fsafe_writer_write(w, h, hl)) < 0 ||
-	    (r = fsafe_writer_write(w, buf, len)) < 0) {
-		fsafe_writer_abort(w);
-		return r;
-	}
-	return fsafe_writer_commit(w);
+	wo.flags = s->write_flags | FSAFE_NO_FOLLOW;
+	wo.mode = s->mode;
+	wo.error = s->error;
+	int r = fsafe__wopts_load(&o, &wo);
+	return r < 0 ? r : fsafe__write_oneshot(s->dirfd, name, iov, 2, o);
 }
 
 /* A directory at a key's name: no rename replaces it and its contents are

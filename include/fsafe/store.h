@@ -113,8 +113,9 @@ struct fsafe_store_opts {
 	unsigned flags;       /* FSAFE_STORE_* above */
 	/* Flags for every record write: FSAFE_NO_SYNC (records survive
 	   process crashes but not power cuts; deletions are not synced
-	   either) and FSAFE_NO_TMPFILE are meaningful; others are refused
-	   with -EINVAL. */
+	   either) is meaningful; FSAFE_NO_TMPFILE is accepted and changes
+	   nothing (a record is staged under a name, written and synced in
+	   one call); others are refused with -EINVAL. */
 	unsigned write_flags;
 	mode_t mode;          /* of new records and of a created store
 	                         directory (plus the owner's rwx); 0 means

@@ -1,6 +1,7 @@
 /*
  * Kill at every call and error at every call, for each change the store
- * makes: put (O_TMPFILE and named stage), put_if, update, delete. The
+ * makes: put (also with FSAFE_NO_TMPFILE, which a put accepts and no
+ * longer needs), put_if, update, delete. The
  * store holds A = OLD and B = OLD; the operation changes A.
  *
  * Kill: a child is SIGKILLed before library call N, for every N of a

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -37,6 +38,16 @@ static int die(int fd)
 	return -1;
 }
 
+/* The same where the sync comes with the write (RWF_DSYNC): written
+   first, then dead. */
+static ssize_t die_after_write(int fd, const struct iovec *iov, int n,
+                               off_t off, int flags)
+{
+	fsafe__sys_default.pwritev2(fd, iov, n, off, flags);
+	raise(SIGKILL);
+	return -1;
+}
+
 /* A child puts `key` through a named stage and is SIGKILLed at its data
    sync, holding the store's lock: the stage and the lock stay behind. */
 static void killed_put(const char *dir, const char *key)
@@ -50,6 +61,7 @@ static void killed_put(const char *dir, const char *key)
 		fsafe_store *s = su_open(dir, 0, FSAFE_NO_TMPFILE);
 		table = fsafe__sys_default;
 		table.fdatasync = die;
+		table.pwritev2 = die_after_write;
 		fsafe__sys_swap(&table);
 		fsafe_store_put(s, key, strlen(key), "lost", 4, NULL);
 		_exit(0);
