@@ -183,12 +183,12 @@ static void forwarder(int dirfd, const char *url)
 	o.backoff_ms = 5;
 	o.backoff_max_ms = 100;
 	o.max_retry_ms = 60000;
-	/* Started while the server is killed or restarting, it cannot
-	   connect: it tries again, as a supervisor would restart it. */
+	/* Started while the server is killed or restarting, its start
+	   fails (no connection, or one closed under the stream lookup): it
+	   tries again, as a supervisor would restart it. */
 	int r;
 	for (long end = now_ms() + 10000;
-	     (r = fsafe_forward_open(s, &sink, &o, &fw)) == -ECONNREFUSED &&
-	     now_ms() < end;)
+	     (r = fsafe_forward_open(s, &sink, &o, &fw)) < 0 && now_ms() < end;)
 		wait_ms(50);
 	if (r < 0) {
 		fprintf(stderr, "forwarder: %s\n", fsafe_nats_sink_message(k));
