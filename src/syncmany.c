@@ -1,10 +1,15 @@
-/* Many data syncs at once: io_uring, else a short-lived thread pool. */
+/* Many data syncs at once: io_uring, else a thread pool (short-lived, or
+   kept by its caller). */
 #define _GNU_SOURCE
 #include "syncmany.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include "sys.h"
 
@@ -14,6 +19,7 @@
 
 struct pool_job {
 	const int *fds;
+	const bool *full; /* NULL: data syncs only */
 	int *errs;
 	size_t n;
 	atomic_size_t next;
@@ -25,7 +31,9 @@ static void sync_pending(struct pool_job *job)
 
 	while ((i = atomic_fetch_add(&job->next, 1)) < job->n)
 		if (job->errs[i] == FSAFE__SYNC_PENDING)
-			job->errs[i] = fsafe__fdatasync(job->fds[i]);
+			job->errs[i] = job->full && job->full[i]
+			                       ? fsafe__fsync(job->fds[i])
+			                       : fsafe__fdatasync(job->fds[i]);
 }
 
 static void *pool_worker(void *arg)
@@ -34,9 +42,10 @@ static void *pool_worker(void *arg)
 	return NULL;
 }
 
-static void sync_by_pool(const int *fds, size_t n, int *errs)
+static void sync_by_pool(const int *fds, const bool *full, size_t n,
+                         int *errs)
 {
-	struct pool_job job = { .fds = fds, .errs = errs, .n = n };
+	struct pool_job job = { .fds = fds, .full = full, .errs = errs, .n = n };
 	pthread_t threads[POOL_THREADS - 1];
 	size_t started = 0;
 
@@ -48,7 +57,8 @@ static void sync_by_pool(const int *fds, size_t n, int *errs)
 		pthread_join(threads[t], NULL);
 }
 
-void fsafe__sync_many(const int *fds, size_t n, int *errs, bool no_uring)
+/* errs[] marked for the fds there are; how many there are. */
+static size_t mark_pending(const int *fds, size_t n, int *errs)
 {
 	size_t pending = 0;
 
@@ -56,9 +66,158 @@ void fsafe__sync_many(const int *fds, size_t n, int *errs, bool no_uring)
 		errs[i] = fds[i] < 0 ? 0 : FSAFE__SYNC_PENDING;
 		pending += fds[i] >= 0;
 	}
-	if (!pending)
+	return pending;
+}
+
+void fsafe__sync_many(const int *fds, size_t n, int *errs, bool no_uring)
+{
+	if (!mark_pending(fds, n, errs))
 		return;
 	if (!no_uring && SYS->fdatasync_many(fds, n, errs) == 0)
 		return;
-	sync_by_pool(fds, n, errs);
+	sync_by_pool(fds, NULL, n, errs);
+}
+
+void fsafe__sync_many_full(const int *fds, const bool *full, size_t n,
+                           int *errs)
+{
+	if (mark_pending(fds, n, errs))
+		sync_by_pool(fds, full, n, errs);
+}
+
+/* A kept pool's threads only sync: a small stack is plenty. */
+#define KEPT_STACK ((size_t)64 << 10)
+
+struct fsafe__sync_pool {
+	pthread_mutex_t run;   /* one call at a time */
+	pthread_mutex_t mu;    /* guards what follows */
+	pthread_cond_t work, done;
+	struct pool_job *job;  /* the running call's, while it takes help */
+	uint64_t round;        /* one per call: a thread helps each once */
+	size_t busy;           /* threads inside the call's job */
+	bool stop;
+	pid_t pid;             /* the process whose threads these are */
+	size_t nthreads;
+	pthread_t threads[POOL_THREADS - 1];
+};
+
+static void *kept_worker(void *arg)
+{
+	struct fsafe__sync_pool *p = arg;
+	uint64_t seen = 0;
+
+	pthread_mutex_lock(&p->mu);
+	for (;;) {
+		while (!p->stop && (!p->job || p->round == seen))
+			pthread_cond_wait(&p->work, &p->mu);
+		if (p->stop)
+			break;
+		struct pool_job *job = p->job;
+		seen = p->round;
+		p->busy++;
+		pthread_mutex_unlock(&p->mu);
+		sync_pending(job);
+		pthread_mutex_lock(&p->mu);
+		if (--p->busy == 0)
+			pthread_cond_signal(&p->done);
+	}
+	pthread_mutex_unlock(&p->mu);
+	return NULL;
+}
+
+struct fsafe__sync_pool *fsafe__sync_pool_new(void)
+{
+	struct fsafe__sync_pool *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	pthread_mutex_init(&p->run, NULL);
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->work, NULL);
+	pthread_cond_init(&p->done, NULL);
+	p->pid = getpid();
+	return p;
+}
+
+/*
+ * Threads enough for n syncs (the caller does one), started as they are
+ * first needed. They take no signals: a handler the application means
+ * for its own threads must not run on one of ours. Fewer threads than
+ * wanted are only slower.
+ */
+static void pool_grow(struct fsafe__sync_pool *p, size_t n)
+{
+	size_t want = n - 1 < POOL_THREADS - 1 ? n - 1 : POOL_THREADS - 1;
+	pthread_attr_t attr;
+	sigset_t all, old;
+
+	if (p->nthreads >= want || pthread_attr_init(&attr) != 0)
+		return;
+	pthread_attr_setstacksize(&attr, KEPT_STACK);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	while (p->nthreads < want &&
+	       pthread_create(&p->threads[p->nthreads], &attr, kept_worker,
+	                      p) == 0)
+		p->nthreads++;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+}
+
+void fsafe__sync_pool_run(struct fsafe__sync_pool *p, const int *fds,
+                          const bool *full, size_t n, int *errs)
+{
+	struct pool_job job = { .fds = fds, .full = full, .errs = errs, .n = n };
+	size_t pending = mark_pending(fds, n, errs);
+
+	if (!pending)
+		return;
+	if (pending == 1) {
+		sync_pending(&job);
+		return;
+	}
+	if (!p || p->pid != getpid()) {
+		sync_by_pool(fds, full, n, errs);
+		return;
+	}
+	pthread_mutex_lock(&p->run);
+	pool_grow(p, pending);
+	pthread_mutex_lock(&p->mu);
+	p->job = &job;
+	p->round++;
+	pthread_cond_broadcast(&p->work);
+	pthread_mutex_unlock(&p->mu);
+	sync_pending(&job);
+	/* Every sync is taken; no thread may join now, and those that did
+	   are waited for (their syncs write into errs). */
+	pthread_mutex_lock(&p->mu);
+	p->job = NULL;
+	while (p->busy)
+		pthread_cond_wait(&p->done, &p->mu);
+	pthread_mutex_unlock(&p->mu);
+	pthread_mutex_unlock(&p->run);
+}
+
+void fsafe__sync_pool_free(struct fsafe__sync_pool *p)
+{
+	if (!p)
+		return;
+	/* A child of fork has none of these threads to stop, and its copy
+	   of the condition they wait on would wait for them forever in
+	   pthread_cond_destroy: the memory alone is its to free. */
+	if (p->pid != getpid()) {
+		free(p);
+		return;
+	}
+	pthread_mutex_lock(&p->mu);
+	p->stop = true;
+	pthread_cond_broadcast(&p->work);
+	pthread_mutex_unlock(&p->mu);
+	for (size_t i = 0; i < p->nthreads; i++)
+		pthread_join(p->threads[i], NULL);
+	pthread_cond_destroy(&p->done);
+	pthread_cond_destroy(&p->work);
+	pthread_mutex_destroy(&p->mu);
+	pthread_mutex_destroy(&p->run);
+	free(p);
 }

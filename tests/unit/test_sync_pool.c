@@ -1,0 +1,281 @@
+/*
+ * The kept sync pool (issue 19): a checkpoint's every save syncs on
+ * threads started once, not per save. Its syncs run at once, each of the
+ * kind asked for (fsync where marked, else fdatasync) with its own result;
+ * a second call finds the same threads; those threads take no signals;
+ * and a child of fork, which has none of them, still gets its syncs done.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "fsafe.h"
+#include "syncmany.h"
+#include "sys.h"
+
+#define N 3 /* syncs per call: the caller and two of the pool's threads */
+
+/* What the table saw: per fd, which call; and which threads made them. */
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static int inside;            /* syncs under way right now */
+static bool together;         /* all N were under way at once */
+static int full_calls[64], data_calls[64];
+static pid_t tids[64];
+static size_t ntids;
+
+static void note_tid(void)
+{
+	pid_t t = gettid();
+
+	for (size_t i = 0; i < ntids; i++)
+		if (tids[i] == t)
+			return;
+	if (ntids < 64)
+		tids[ntids++] = t;
+}
+
+/*
+ * Each sync waits (5 s at most) until N are under way: the syncs of one
+ * call must run at once, each on a thread of its own.
+ */
+static void meet(void)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 5;
+	pthread_mutex_lock(&mu);
+	note_tid();
+	if (++inside == N) {
+		together = true;
+		pthread_cond_broadcast(&cv);
+	}
+	while (!together &&
+	       pthread_cond_timedwait(&cv, &mu, &until) != ETIMEDOUT)
+		;
+	pthread_mutex_unlock(&mu);
+}
+
+static int counted(int fd, int *calls, int (*sync)(int))
+{
+	meet();
+	int r = sync(fd);
+	pthread_mutex_lock(&mu);
+	calls[fd]++;
+	inside--; /* one after another never has N under way */
+	pthread_mutex_unlock(&mu);
+	return r;
+}
+
+static int counted_fsync(int fd)
+{
+	return counted(fd, full_calls, fsafe__sys_default.fsync);
+}
+
+static int counted_fdatasync(int fd)
+{
+	return counted(fd, data_calls, fsafe__sys_default.fdatasync);
+}
+
+static void reset(void)
+{
+	pthread_mutex_lock(&mu);
+	inside = 0;
+	together = false;
+	memset(full_calls, 0, sizeof(full_calls));
+	memset(data_calls, 0, sizeof(data_calls));
+	pthread_mutex_unlock(&mu);
+}
+
+static const struct fsafe_sys *counting(struct fsafe_sys *t)
+{
+	*t = fsafe__sys_default;
+	t->fsync = counted_fsync;
+	t->fdatasync = counted_fdatasync;
+	return fsafe__sys_swap(t);
+}
+
+/* Two files and a pipe (which cannot be synced: EINVAL). */
+struct fds {
+	int a, b, p[2];
+};
+
+static void fds_open(struct fds *f)
+{
+	f->a = memfd_create("a", MFD_CLOEXEC);
+	f->b = memfd_create("b", MFD_CLOEXEC);
+	assert_true(f->a >= 0 && f->a < 64 && f->b >= 0 && f->b < 64);
+	assert_int_equal(pipe2(f->p, O_CLOEXEC), 0);
+	assert_true(f->p[0] < 64);
+}
+
+static void fds_close(struct fds *f)
+{
+	close(f->a), close(f->b), close(f->p[0]), close(f->p[1]);
+}
+
+/* One call on the pool: a data sync, a full one, the pipe's, a gap. */
+static void run_once(struct fsafe__sync_pool *p, const struct fds *f)
+{
+	int fds[4] = { f->a, -1, f->b, f->p[0] };
+	static const bool full[4] = { false, false, true, false };
+	int errs[4] = { 7, 7, 7, 7 };
+
+	reset();
+	fsafe__sync_pool_run(p, fds, full, 4, errs);
+	assert_true(together);
+	assert_int_equal(errs[0], 0);
+	assert_int_equal(errs[1], 0);
+	assert_int_equal(errs[2], 0);
+	assert_int_equal(errs[3], -EINVAL);
+	assert_int_equal(data_calls[f->a], 1);
+	assert_int_equal(full_calls[f->a], 0);
+	assert_int_equal(full_calls[f->b], 1);
+	assert_int_equal(data_calls[f->b], 0);
+	assert_int_equal(data_calls[f->p[0]], 1);
+}
+
+static void pool_syncs_each_fd_its_way_at_once(void **state)
+{
+	(void)state;
+	struct fsafe__sync_pool *p = fsafe__sync_pool_new();
+	struct fsafe_sys t;
+	struct fds f;
+
+	assert_non_null(p);
+	fds_open(&f);
+	const struct fsafe_sys *old = counting(&t);
+	run_once(p, &f);
+	fsafe__sys_swap(old);
+	fsafe__sync_pool_free(p);
+	fds_close(&f);
+}
+
+/* Later calls run on the threads the first one started (a thread per
+   call would bring new thread ids: Linux does not reuse them soon). */
+static void pool_keeps_its_threads(void **state)
+{
+	(void)state;
+	struct fsafe__sync_pool *p = fsafe__sync_pool_new();
+	struct fsafe_sys t;
+	struct fds f;
+
+	assert_non_null(p);
+	fds_open(&f);
+	const struct fsafe_sys *old = counting(&t);
+	ntids = 0;
+	run_once(p, &f);
+	size_t first = ntids;
+	assert_int_equal(first, N);
+	for (int i = 0; i < 5; i++)
+		run_once(p, &f);
+	assert_int_equal(ntids, first);
+	fsafe__sys_swap(old);
+	fsafe__sync_pool_free(p);
+	fds_close(&f);
+}
+
+/* "SigBlk" of thread tid: the signals it blocks. */
+static unsigned long long blocked_of(pid_t tid)
+{
+	char path[64], line[256];
+	unsigned long long mask = 0;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/status", (int)tid);
+	FILE *fp = fopen(path, "re");
+	assert_non_null(fp);
+	while (fgets(line, sizeof(line), fp))
+		if (sscanf(line, "SigBlk: %llx", &mask) == 1)
+			break;
+	fclose(fp);
+	return mask;
+}
+
+static void pool_threads_take_no_signals(void **state)
+{
+	(void)state;
+	struct fsafe__sync_pool *p = fsafe__sync_pool_new();
+	struct fsafe_sys t;
+	struct fds f;
+	unsigned long long want = 1ull << (SIGINT - 1) | 1ull << (SIGTERM - 1) |
+	                          1ull << (SIGUSR1 - 1) | 1ull << (SIGCHLD - 1);
+
+	assert_non_null(p);
+	fds_open(&f);
+	const struct fsafe_sys *old = counting(&t);
+	ntids = 0;
+	run_once(p, &f);
+	fsafe__sys_swap(old);
+	size_t pool_threads = 0;
+	for (size_t i = 0; i < ntids; i++) {
+		if (tids[i] == gettid())
+			continue;
+		pool_threads++;
+		assert_true((blocked_of(tids[i]) & want) == want);
+	}
+	assert_int_equal(pool_threads, N - 1);
+	/* The caller's own mask is as it was. */
+	assert_true((blocked_of(gettid()) & want) == 0);
+	fsafe__sync_pool_free(p);
+	fds_close(&f);
+}
+
+/* A child of fork has no pool threads: its syncs still run, at once. */
+static void pool_works_in_a_child_of_fork(void **state)
+{
+	(void)state;
+	struct fsafe__sync_pool *p = fsafe__sync_pool_new();
+	struct fsafe_sys t;
+	struct fds f;
+	int status;
+
+	assert_non_null(p);
+	fds_open(&f);
+	const struct fsafe_sys *old = counting(&t);
+	run_once(p, &f); /* the parent's threads exist now */
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int fds[3] = { f.a, f.b, f.p[0] };
+		int errs[3] = { 7, 7, 7 };
+		reset();
+		fsafe__sync_pool_run(p, fds, NULL, 3, errs);
+		fsafe__sync_pool_free(p);
+		_exit(together && errs[0] == 0 && errs[1] == 0 &&
+		              errs[2] == -EINVAL ? 0 : 1);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	run_once(p, &f); /* and the parent's pool still works */
+	fsafe__sys_swap(old);
+	fsafe__sync_pool_free(p);
+	fds_close(&f);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(pool_syncs_each_fd_its_way_at_once),
+		cmocka_unit_test(pool_keeps_its_threads),
+		cmocka_unit_test(pool_threads_take_no_signals),
+		cmocka_unit_test(pool_works_in_a_child_of_fork),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
