@@ -18,7 +18,7 @@
 
 #include "error.h"
 #include "fsafe.h"
-#include "fsafe/batch.h"
+#include "batch.h"
 #include "opts.h"
 #include "syncmany.h"
 #include "sys.h"
@@ -59,6 +59,8 @@ struct fsafe_batch {
 	unsigned flags, inflight, syncfs_min;
 	struct fsafe_error *error; /* the options', for add and commit */
 	bool committed;
+	bool names_unsynced; /* the caller syncs the directories */
+	struct fsafe__sync_pool *pool; /* the caller's, or NULL */
 	struct item *items;
 	size_t n, cap;
 	struct dir *dirs;
@@ -265,7 +267,11 @@ static void sync_data(fsafe_batch *b, struct item *items, size_t k)
 		collect_fds(items, k, fds);
 		if (!(b->flags & FSAFE_BATCH_NO_SYNCFS))
 			sync_by_filesystem(b, items, k, fds, devs);
-		fsafe__sync_many(fds, k, errs, b->flags & FSAFE_BATCH_NO_URING);
+		if (b->pool)
+			fsafe__sync_pool_run(b->pool, fds, NULL, k, errs);
+		else
+			fsafe__sync_many(fds, k, errs,
+			                 b->flags & FSAFE_BATCH_NO_URING);
 		for (size_t i = 0; i < k; i++)
 			if (errs[i] < 0)
 				fsafe__writer_fail(items[i].w, errs[i], "fsync");
@@ -320,7 +326,7 @@ static void publish(fsafe_batch *b, struct item *it)
 		                                  it->o);
 		return;
 	}
-	if (fsafe__writer_needs_dir_sync(it->w) &&
+	if (fsafe__writer_needs_dir_sync(it->w) && !b->names_unsynced &&
 	    (it->dir = dir_register(b, it->w)) == NO_DIR) {
 		/* Could not share the sync: this one syncs its own. */
 		fsafe__writer_defer_dir_sync(it->w, false);
@@ -357,9 +363,8 @@ static void sync_dirs(fsafe_batch *b)
 	}
 }
 
-int fsafe_batch_commit(fsafe_batch *b)
+static int commit(fsafe_batch *b)
 {
-	assert(b);
 	if (b->committed)
 		return fail(b->error, -EALREADY, "commit (already committed)");
 	b->committed = true;
@@ -372,6 +377,25 @@ int fsafe_batch_commit(fsafe_batch *b)
 	for (size_t i = 0; i < b->n; i++)
 		failed += b->items[i].result < 0;
 	return failed;
+}
+
+int fsafe_batch_commit(fsafe_batch *b)
+{
+	assert(b);
+	return commit(b);
+}
+
+void fsafe__batch_use_pool(fsafe_batch *b, struct fsafe__sync_pool *pool)
+{
+	assert(b);
+	b->pool = pool;
+}
+
+int fsafe__batch_commit_names_unsynced(fsafe_batch *b)
+{
+	assert(b);
+	b->names_unsynced = true;
+	return commit(b);
 }
 
 size_t fsafe_batch_count(const fsafe_batch *b)

@@ -22,11 +22,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "batch.h"
 #include "checkpoint.h"
 #include "error.h"
 #include "events.h"
 #include "fsafe.h"
-#include "fsafe/batch.h"
 #include "fsafe/checkpoint.h"
 #include "fsafe/lock.h"
 #include "manifest.h"
@@ -121,6 +121,7 @@ struct fsafe_checkpoint {
 	uint64_t seen;      /* the highest generation number ever seen */
 	struct trail trail; /* writer: the audit trail as open found it */
 	struct reaper reap; /* a save's removals, running (see reap_run) */
+	struct fsafe__sync_pool *pool; /* a writer's, for every save's syncs */
 	struct fsafe_error *error; /* the caller's, from the open */
 };
 
@@ -1294,6 +1295,7 @@ static int open_writer(fsafe_checkpoint *cp, const char **step)
 
 static void cp_free(fsafe_checkpoint *cp)
 {
+	fsafe__sync_pool_free(cp->pool);
 	fsafe__close(cp->logfd);
 	fsafe__close(cp->dirfd);
 	trail_free(&cp->trail);
@@ -1477,10 +1479,15 @@ int fsafe_checkpoint_begin(fsafe_checkpoint *cp, fsafe_checkpoint_tx **out)
 	tx_open_prev(tx);
 	gen_name(tx->seq, name);
 	/* Threads, not a ring, sync a save's files: a ring set up for a
-	   few syncs cost more than it saved here (see tx_write_gen). */
+	   few syncs cost more than it saved here (see tx_write_gen). The
+	   handle keeps them from its first save on. */
 	struct fsafe_batch_opts bo = FSAFE_BATCH_OPTS_INIT;
 	bo.flags = FSAFE_BATCH_NO_URING;
-	if ((r = fsafe_batch_new(&bo, &tx->batch)) < 0 ||
+	if (!cp->pool) /* NULL still: the syncs start threads of their own */
+		cp->pool = fsafe__sync_pool_new();
+	if ((r = fsafe_batch_new(&bo, &tx->batch)) == 0)
+		fsafe__batch_use_pool(tx->batch, cp->pool);
+	if (r < 0 ||
 	    (r = fsafe__mkdirat(cp->dirfd, name, 0777)) < 0 ||
 	    (tx->gfd = open_gen(cp, tx->seq)) < 0) {
 		if (r == 0)
@@ -1730,11 +1737,13 @@ static bool hash_start(fsafe_checkpoint_tx *tx, pthread_t *t)
 
 /*
  * Files, manifest, the generation directory, and its entry: durable. The
- * manifest is created empty first, so that the batch's sync of the
- * generation directory covers its name; its bytes (the hashes, computed
- * meanwhile) are written in place and synced after. No rename is needed:
- * nothing reads a generation before CURRENT names it, and one whose
- * manifest is short is not intact (recovery removes it).
+ * batch syncs the files' data; the manifest's bytes (the hashes, computed
+ * meanwhile) are written after, in place, and synced at once with the
+ * generation directory (the files' names and the manifest's), the
+ * generation's entry in the store, and CURRENT's stage. No rename is
+ * needed for the manifest: nothing reads a generation before CURRENT
+ * names it, and one whose manifest is short is not intact (recovery
+ * removes it).
  */
 static int tx_write_gen(fsafe_checkpoint_tx *tx, fsafe_writer *cw)
 {
@@ -1750,36 +1759,33 @@ static int tx_write_gen(fsafe_checkpoint_tx *tx, fsafe_writer *cw)
 		return mfd;
 	}
 	bool threaded = hash_start(tx, &t);
-	r = fsafe_batch_commit(tx->batch) ? batch_error(tx) : 0;
+	r = fsafe__batch_commit_names_unsynced(tx->batch) ? batch_error(tx) : 0;
 	if (threaded)
 		pthread_join(t, NULL);
-	/* Every file linked: no batch synced the directory. */
-	if (r == 0 && !fsafe_batch_count(tx->batch) &&
-	    (r = fsafe__fsync(tx->gfd)) < 0)
-		tx->werr.step = "fsync generation";
 	if (r == 0 && (r = tx_manifest(tx, &text, &len)) < 0)
 		tx->werr.step = "manifest";
 	if (r == 0 && (r = fsafe__pwrite_all(mfd, text, len, 0)) < 0)
 		tx->werr.step = "write manifest";
 	if (r == 0) {
-		/* The manifest's bytes and CURRENT's stage, at once. On two
-		   threads, not an io_uring ring: set up per call, a ring's
+		/* On threads, not an io_uring ring: set up per call, a ring's
 		   fdatasyncs of a few files ran about one after the other on
 		   this ext4 (n = 10: 0.9-1.4 ms on threads, 1.4-2.2 ms on a
 		   ring), and a save of three files took 2.77 ms against 3.20
 		   with both of its syncs on rings. */
-		int fds[2] = { mfd, cw ? fsafe__writer_data_fd(cw) : -1 };
-		int errs[2];
-		fsafe__sync_many(fds, 2, errs, true);
+		int fds[4] = { mfd, tx->gfd, tx->cp->dirfd,
+		               cw ? fsafe__writer_data_fd(cw) : -1 };
+		static const bool full[4] = { false, true, true, false };
+		int errs[4];
+		fsafe__sync_pool_run(tx->cp->pool, fds, full, 4, errs);
 		if ((r = errs[0]) < 0)
 			tx->werr.step = "fsync manifest";
-		else if (errs[1] < 0)
-			fsafe__writer_fail(cw, errs[1], "fsync");
+		else if ((r = errs[1] < 0 ? errs[1] : errs[2]) < 0)
+			tx->werr.step = "fsync directory";
+		else if (errs[3] < 0)
+			fsafe__writer_fail(cw, errs[3], "fsync");
 	}
 	free(text);
 	fsafe__close(mfd);
-	if (r == 0)
-		r = fsafe__fsync(tx->cp->dirfd);
 	return r;
 }
 

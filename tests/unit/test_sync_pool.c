@@ -3,7 +3,8 @@
  * threads started once, not per save. Its syncs run at once, each of the
  * kind asked for (fsync where marked, else fdatasync) with its own result;
  * a second call finds the same threads; those threads take no signals;
- * and a child of fork, which has none of them, still gets its syncs done.
+ * a child of fork, which has none of them, still gets its syncs done; and
+ * a checkpoint's saves after its first start no threads to sync.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -25,8 +26,10 @@
 #include <cmocka.h>
 
 #include "fsafe.h"
+#include "fsafe/checkpoint.h"
 #include "syncmany.h"
 #include "sys.h"
+#include "testutil.h"
 
 #define N 3 /* syncs per call: the caller and two of the pool's threads */
 
@@ -269,6 +272,70 @@ static void pool_works_in_a_child_of_fork(void **state)
 	fds_close(&f);
 }
 
+static int noted_fsync(int fd)
+{
+	pthread_mutex_lock(&mu);
+	note_tid();
+	pthread_mutex_unlock(&mu);
+	return fsafe__sys_default.fsync(fd);
+}
+
+static int noted_fdatasync(int fd)
+{
+	pthread_mutex_lock(&mu);
+	note_tid();
+	pthread_mutex_unlock(&mu);
+	return fsafe__sys_default.fdatasync(fd);
+}
+
+static void save(fsafe_checkpoint *cp, int round)
+{
+	static char big[64 << 10];
+	fsafe_checkpoint_tx *tx;
+
+	memset(big, 'a' + round, sizeof(big));
+	assert_int_equal(fsafe_checkpoint_begin(cp, &tx), 0);
+	assert_int_equal(fsafe_checkpoint_add(tx, "a", big, 100), 0);
+	assert_int_equal(fsafe_checkpoint_add(tx, "b", big, sizeof(big)), 0);
+	assert_int_equal(fsafe_checkpoint_add(tx, "c", big, 5000), 0);
+	assert_int_equal(fsafe_checkpoint_commit(tx, NULL), 0);
+}
+
+static int count_threads(void)
+{
+	return tu_count_entries("/proc/self/task");
+}
+
+/* Every save's syncs (its files', and its manifest's with the
+   directories') run on the handle's threads from the first save on;
+   closing the handle ends them. */
+static void checkpoint_saves_sync_on_kept_threads(void **state)
+{
+	struct tu_fx *f = *state;
+	struct fsafe_checkpoint_opts o = FSAFE_CHECKPOINT_OPTS_INIT;
+	fsafe_checkpoint *cp;
+	struct fsafe_sys t = fsafe__sys_default;
+
+	o.flags = FSAFE_CHECKPOINT_CREATE;
+	o.keep = 100; /* no removals: their thread is not the point here */
+	int before = count_threads();
+	assert_int_equal(fsafe_checkpoint_open(f->dirfd, "ck", &o, &cp), 0);
+	t.fsync = noted_fsync;
+	t.fdatasync = noted_fdatasync;
+	const struct fsafe_sys *old = fsafe__sys_swap(&t);
+	ntids = 0;
+	save(cp, 0);
+	size_t first = ntids;
+	assert_true(first >= 3); /* the caller and at least two others */
+	for (int i = 1; i <= 4; i++)
+		save(cp, i);
+	fsafe__sys_swap(old);
+	assert_int_equal(ntids, first);
+	assert_true(count_threads() > before);
+	assert_int_equal(fsafe_checkpoint_close(cp), 0);
+	assert_int_equal(count_threads(), before);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -276,6 +343,9 @@ int main(void)
 		cmocka_unit_test(pool_keeps_its_threads),
 		cmocka_unit_test(pool_threads_take_no_signals),
 		cmocka_unit_test(pool_works_in_a_child_of_fork),
+		cmocka_unit_test_setup_teardown(
+			checkpoint_saves_sync_on_kept_threads, tu_fx_setup,
+			tu_fx_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
