@@ -154,44 +154,57 @@ static void run_once(struct fsafe__sync_pool *p, const struct fds *f)
 	assert_int_equal(data_calls[f->p[0]], 1);
 }
 
+/* Each pool test: a new pool, the fds, the counting table in force. */
+struct pool_fx {
+	struct fsafe__sync_pool *p;
+	struct fds f;
+	struct fsafe_sys t;
+	const struct fsafe_sys *old;
+};
+
+static int pool_setup(void **state)
+{
+	struct pool_fx *x = calloc(1, sizeof(*x));
+
+	assert_non_null(x);
+	assert_non_null(x->p = fsafe__sync_pool_new());
+	fds_open(&x->f);
+	x->old = counting(&x->t);
+	ntids = 0;
+	*state = x;
+	return 0;
+}
+
+static int pool_teardown(void **state)
+{
+	struct pool_fx *x = *state;
+
+	fsafe__sys_swap(x->old);
+	fsafe__sync_pool_free(x->p);
+	fds_close(&x->f);
+	free(x);
+	return 0;
+}
+
 static void pool_syncs_each_fd_its_way_at_once(void **state)
 {
-	(void)state;
-	struct fsafe__sync_pool *p = fsafe__sync_pool_new();
-	struct fsafe_sys t;
-	struct fds f;
+	struct pool_fx *x = *state;
 
-	assert_non_null(p);
-	fds_open(&f);
-	const struct fsafe_sys *old = counting(&t);
-	run_once(p, &f);
-	fsafe__sys_swap(old);
-	fsafe__sync_pool_free(p);
-	fds_close(&f);
+	run_once(x->p, &x->f);
 }
 
 /* Later calls run on the threads the first one started (a thread per
    call would bring new thread ids: Linux does not reuse them soon). */
 static void pool_keeps_its_threads(void **state)
 {
-	(void)state;
-	struct fsafe__sync_pool *p = fsafe__sync_pool_new();
-	struct fsafe_sys t;
-	struct fds f;
+	struct pool_fx *x = *state;
 
-	assert_non_null(p);
-	fds_open(&f);
-	const struct fsafe_sys *old = counting(&t);
-	ntids = 0;
-	run_once(p, &f);
+	run_once(x->p, &x->f);
 	size_t first = ntids;
 	assert_int_equal(first, N);
 	for (int i = 0; i < 5; i++)
-		run_once(p, &f);
+		run_once(x->p, &x->f);
 	assert_int_equal(ntids, first);
-	fsafe__sys_swap(old);
-	fsafe__sync_pool_free(p);
-	fds_close(&f);
 }
 
 /* "SigBlk" of thread tid: the signals it blocks. */
@@ -212,19 +225,11 @@ static unsigned long long blocked_of(pid_t tid)
 
 static void pool_threads_take_no_signals(void **state)
 {
-	(void)state;
-	struct fsafe__sync_pool *p = fsafe__sync_pool_new();
-	struct fsafe_sys t;
-	struct fds f;
+	struct pool_fx *x = *state;
 	unsigned long long want = 1ull << (SIGINT - 1) | 1ull << (SIGTERM - 1) |
 	                          1ull << (SIGUSR1 - 1) | 1ull << (SIGCHLD - 1);
 
-	assert_non_null(p);
-	fds_open(&f);
-	const struct fsafe_sys *old = counting(&t);
-	ntids = 0;
-	run_once(p, &f);
-	fsafe__sys_swap(old);
+	run_once(x->p, &x->f);
 	size_t pool_threads = 0;
 	for (size_t i = 0; i < ntids; i++) {
 		if (tids[i] == gettid())
@@ -235,41 +240,30 @@ static void pool_threads_take_no_signals(void **state)
 	assert_int_equal(pool_threads, N - 1);
 	/* The caller's own mask is as it was. */
 	assert_true((blocked_of(gettid()) & want) == 0);
-	fsafe__sync_pool_free(p);
-	fds_close(&f);
 }
 
 /* A child of fork has no pool threads: its syncs still run, at once. */
 static void pool_works_in_a_child_of_fork(void **state)
 {
-	(void)state;
-	struct fsafe__sync_pool *p = fsafe__sync_pool_new();
-	struct fsafe_sys t;
-	struct fds f;
+	struct pool_fx *x = *state;
 	int status;
 
-	assert_non_null(p);
-	fds_open(&f);
-	const struct fsafe_sys *old = counting(&t);
-	run_once(p, &f); /* the parent's threads exist now */
+	run_once(x->p, &x->f); /* the parent's threads exist now */
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
-		int fds[3] = { f.a, f.b, f.p[0] };
+		int fds[3] = { x->f.a, x->f.b, x->f.p[0] };
 		int errs[3] = { 7, 7, 7 };
 		reset();
-		fsafe__sync_pool_run(p, fds, NULL, 3, errs);
-		fsafe__sync_pool_free(p);
+		fsafe__sync_pool_run(x->p, fds, NULL, 3, errs);
+		fsafe__sync_pool_free(x->p);
 		_exit(together && errs[0] == 0 && errs[1] == 0 &&
 		              errs[2] == -EINVAL ? 0 : 1);
 	}
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status));
 	assert_int_equal(WEXITSTATUS(status), 0);
-	run_once(p, &f); /* and the parent's pool still works */
-	fsafe__sys_swap(old);
-	fsafe__sync_pool_free(p);
-	fds_close(&f);
+	run_once(x->p, &x->f); /* and the parent's pool still works */
 }
 
 /* Every thread the process has while a sync is made: a thread started
@@ -358,10 +352,15 @@ static void checkpoint_saves_sync_on_kept_threads(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(pool_syncs_each_fd_its_way_at_once),
-		cmocka_unit_test(pool_keeps_its_threads),
-		cmocka_unit_test(pool_threads_take_no_signals),
-		cmocka_unit_test(pool_works_in_a_child_of_fork),
+		cmocka_unit_test_setup_teardown(
+			pool_syncs_each_fd_its_way_at_once, pool_setup,
+			pool_teardown),
+		cmocka_unit_test_setup_teardown(pool_keeps_its_threads,
+		                                pool_setup, pool_teardown),
+		cmocka_unit_test_setup_teardown(pool_threads_take_no_signals,
+		                                pool_setup, pool_teardown),
+		cmocka_unit_test_setup_teardown(pool_works_in_a_child_of_fork,
+		                                pool_setup, pool_teardown),
 		cmocka_unit_test_setup_teardown(
 			checkpoint_saves_sync_on_kept_threads, tu_fx_setup,
 			tu_fx_teardown),
