@@ -1484,7 +1484,7 @@ int fsafe_checkpoint_begin(fsafe_checkpoint *cp, fsafe_checkpoint_tx **out)
 	struct fsafe_batch_opts bo = FSAFE_BATCH_OPTS_INIT;
 	bo.flags = FSAFE_BATCH_NO_URING;
 	if (!cp->pool) /* NULL still: the syncs start threads of their own */
-		cp->pool = fsafe__sync_pool_new();
+		cp->pool = fsafe__sync_pool_new(false);
 	if ((r = fsafe_batch_new(&bo, &tx->batch)) == 0)
 		fsafe__batch_use_pool(tx->batch, cp->pool);
 	if (r < 0 ||

@@ -1,5 +1,5 @@
-/* Many data syncs at once: io_uring, else a thread pool (short-lived, or
-   kept by its caller). */
+/* Many data syncs at once: io_uring, else a thread pool (a ring and
+   threads of the call's own, or kept by its caller). */
 #define _GNU_SOURCE
 #include "syncmany.h"
 
@@ -71,11 +71,14 @@ static size_t mark_pending(const int *fds, size_t n, int *errs)
 
 void fsafe__sync_many(const int *fds, size_t n, int *errs, bool no_uring)
 {
-	if (!mark_pending(fds, n, errs))
-		return;
-	if (!no_uring && SYS->fdatasync_many(fds, n, errs) == 0)
-		return;
-	sync_by_pool(fds, NULL, n, errs);
+	struct pool_job job = { .fds = fds, .errs = errs, .n = n };
+	size_t pending = mark_pending(fds, n, errs);
+
+	/* One sync is done fastest here: a ring for it costs more. */
+	if (pending <= 1)
+		sync_pending(&job);
+	else if (no_uring || SYS->fdatasync_many(NULL, fds, n, errs) < 0)
+		sync_by_pool(fds, NULL, n, errs);
 }
 
 void fsafe__sync_many_full(const int *fds, const bool *full, size_t n,
@@ -96,6 +99,8 @@ struct fsafe__sync_pool {
 	uint64_t round;        /* one per call: a thread helps each once */
 	size_t busy;           /* threads inside the call's job */
 	bool stop;
+	bool uring;            /* data syncs go to a ring first */
+	struct fsafe__ring *ring; /* kept between calls (NULL: none yet) */
 	pid_t pid;             /* the process whose threads these are */
 	size_t nthreads;
 	pthread_t threads[POOL_THREADS - 1];
@@ -125,7 +130,7 @@ static void *kept_worker(void *arg)
 	return NULL;
 }
 
-struct fsafe__sync_pool *fsafe__sync_pool_new(void)
+struct fsafe__sync_pool *fsafe__sync_pool_new(bool uring)
 {
 	struct fsafe__sync_pool *p = calloc(1, sizeof(*p));
 
@@ -135,6 +140,7 @@ struct fsafe__sync_pool *fsafe__sync_pool_new(void)
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->work, NULL);
 	pthread_cond_init(&p->done, NULL);
+	p->uring = uring;
 	p->pid = getpid();
 	return p;
 }
@@ -164,6 +170,26 @@ static void pool_grow(struct fsafe__sync_pool *p, size_t n)
 	pthread_attr_destroy(&attr);
 }
 
+/* The job on the kept threads and the caller's. Called with p->run held. */
+static void run_on_threads(struct fsafe__sync_pool *p, struct pool_job *job,
+                           size_t pending)
+{
+	pool_grow(p, pending);
+	pthread_mutex_lock(&p->mu);
+	p->job = job;
+	p->round++;
+	pthread_cond_broadcast(&p->work);
+	pthread_mutex_unlock(&p->mu);
+	sync_pending(job);
+	/* Every sync is taken; no thread may join now, and those that did
+	   are waited for (their syncs write into errs). */
+	pthread_mutex_lock(&p->mu);
+	p->job = NULL;
+	while (p->busy)
+		pthread_cond_wait(&p->done, &p->mu);
+	pthread_mutex_unlock(&p->mu);
+}
+
 void fsafe__sync_pool_run(struct fsafe__sync_pool *p, const int *fds,
                           const bool *full, size_t n, int *errs)
 {
@@ -177,24 +203,18 @@ void fsafe__sync_pool_run(struct fsafe__sync_pool *p, const int *fds,
 		return;
 	}
 	if (!p || p->pid != getpid()) {
-		sync_by_pool(fds, full, n, errs);
+		if (!full)
+			fsafe__sync_many(fds, n, errs, !p || !p->uring);
+		else
+			sync_by_pool(fds, full, n, errs);
 		return;
 	}
 	pthread_mutex_lock(&p->run);
-	pool_grow(p, pending);
-	pthread_mutex_lock(&p->mu);
-	p->job = &job;
-	p->round++;
-	pthread_cond_broadcast(&p->work);
-	pthread_mutex_unlock(&p->mu);
-	sync_pending(&job);
-	/* Every sync is taken; no thread may join now, and those that did
-	   are waited for (their syncs write into errs). */
-	pthread_mutex_lock(&p->mu);
-	p->job = NULL;
-	while (p->busy)
-		pthread_cond_wait(&p->done, &p->mu);
-	pthread_mutex_unlock(&p->mu);
+	/* What the ring leaves pending (it broke, or there is none), the
+	   threads take. */
+	if (!p->uring || full ||
+	    SYS->fdatasync_many(&p->ring, fds, n, errs) < 0)
+		run_on_threads(p, &job, pending);
 	pthread_mutex_unlock(&p->run);
 }
 
@@ -204,8 +224,10 @@ void fsafe__sync_pool_free(struct fsafe__sync_pool *p)
 		return;
 	/* A child of fork has none of these threads to stop, and its copy
 	   of the condition they wait on would wait for them forever in
-	   pthread_cond_destroy: the memory alone is its to free. */
+	   pthread_cond_destroy: the memory alone is its to free, with its
+	   copies of the ring's mappings and fd (the parent's ring lives). */
 	if (p->pid != getpid()) {
+		fsafe__ring_free(p->ring);
 		free(p);
 		return;
 	}
@@ -215,6 +237,7 @@ void fsafe__sync_pool_free(struct fsafe__sync_pool *p)
 	pthread_mutex_unlock(&p->mu);
 	for (size_t i = 0; i < p->nthreads; i++)
 		pthread_join(p->threads[i], NULL);
+	fsafe__ring_free(p->ring);
 	pthread_cond_destroy(&p->done);
 	pthread_cond_destroy(&p->work);
 	pthread_mutex_destroy(&p->mu);

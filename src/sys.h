@@ -23,6 +23,8 @@
 #include <sys/uio.h>
 #include <sys/vfs.h>
 
+struct fsafe__ring; /* syncmany.h */
+
 struct fsafe_sys {
 	int (*openat)(int dirfd, const char *path, int flags, mode_t mode);
 	/* openat2(2); `how` is a struct open_how. ENOSYS where missing. */
@@ -63,9 +65,11 @@ struct fsafe_sys {
 	int (*close)(int fd);
 	ssize_t (*getrandom)(void *buf, size_t len, unsigned flags);
 	int (*ioctl)(int fd, unsigned long req, void *arg);
-	/* fdatasync of many fds at once through io_uring (see syncmany.h):
-	   0 with errs[i] = 0 / -errno, or -1/errno when io_uring is out. */
-	int (*fdatasync_many)(const int *fds, size_t n, int *errs);
+	/* fdatasync of many fds at once through io_uring, on a ring kept in
+	   *keep or (keep NULL) one of the call's own (see syncmany.h): 0 with
+	   errs[i] = 0 / -errno, or -1/errno when io_uring is out. */
+	int (*fdatasync_many)(struct fsafe__ring **keep, const int *fds,
+	                      size_t n, int *errs);
 	/* syncfs(2): the whole filesystem of fd. ENOSYS where missing. */
 	int (*syncfs)(int fd);
 	int (*kill)(pid_t pid, int sig);

@@ -3,6 +3,7 @@
 #include "syncmany.h"
 
 #include <errno.h>
+#include <stdlib.h>
 
 #ifdef FSAFE_HAVE_LIBURING
 #include <liburing.h>
@@ -44,23 +45,75 @@ static int sync_chunk(struct io_uring *ring, const int *fds, size_t n,
 	return 0;
 }
 
-int fsafe__uring_fdatasync_many(const int *fds, size_t n, int *errs)
-{
+struct fsafe__ring {
 	struct io_uring ring;
-	unsigned entries = n < RING_ENTRIES ? (unsigned)n : RING_ENTRIES;
-	int r = io_uring_queue_init(entries ? entries : 1, &ring, 0);
+	unsigned entries;
+};
 
-	if (r < 0) {
-		errno = -r;
+static struct fsafe__ring *ring_new(unsigned entries)
+{
+	struct fsafe__ring *r = malloc(sizeof(*r));
+	int e;
+
+	if (!r)
+		return NULL;
+	if ((e = io_uring_queue_init(entries, &r->ring, 0)) < 0) {
+		free(r);
+		errno = -e;
+		return NULL;
+	}
+	r->entries = entries;
+	return r;
+}
+
+void fsafe__ring_free(struct fsafe__ring *r)
+{
+	if (!r)
+		return;
+	io_uring_queue_exit(&r->ring);
+	free(r);
+}
+
+static int sync_on(struct fsafe__ring *ring, const int *fds, size_t n,
+                   int *errs)
+{
+	int r = 0;
+
+	for (size_t off = 0; off < n && r == 0; off += ring->entries) {
+		size_t k = n - off < ring->entries ? n - off : ring->entries;
+		r = sync_chunk(&ring->ring, fds + off, k, errs + off);
+	}
+	return r;
+}
+
+int fsafe__uring_fdatasync_many(struct fsafe__ring **keep, const int *fds,
+                                size_t n, int *errs)
+{
+	struct fsafe__ring *ring = keep ? *keep : NULL;
+	unsigned entries = 1; /* the kernel's sizes: powers of two */
+
+	while (entries < n && entries < RING_ENTRIES)
+		entries <<= 1;
+
+	/* Sized to the call (a larger ring costs more to set up); a kept
+	   one that is too small for this call is made anew, so a call's
+	   syncs all run at once, as far as RING_ENTRIES allows. */
+	if (ring && ring->entries < entries) {
+		fsafe__ring_free(ring);
+		*keep = ring = NULL;
+	}
+	if (!ring && !(ring = ring_new(entries)))
 		return -1;
+	int r = sync_on(ring, fds, n, errs);
+	/* A ring that broke half-way is not used again. */
+	if (!keep || r < 0) {
+		fsafe__ring_free(ring);
+		ring = NULL;
 	}
-	for (size_t off = 0; off < n && r == 0; off += entries) {
-		size_t k = n - off < entries ? n - off : entries;
-		r = sync_chunk(&ring, fds + off, k, errs + off);
-	}
-	io_uring_queue_exit(&ring);
-	/* A ring that broke half-way leaves the unreported syncs pending for
-	   the pool; the reported ones, failures included, are never redone. */
+	if (keep)
+		*keep = ring;
+	/* The syncs it did not report stay pending for the pool; the
+	   reported ones, failures included, are never redone. */
 	if (r < 0) {
 		errno = -r;
 		return -1;
@@ -70,11 +123,17 @@ int fsafe__uring_fdatasync_many(const int *fds, size_t n, int *errs)
 
 #else
 
-int fsafe__uring_fdatasync_many(const int *fds, size_t n, int *errs)
+int fsafe__uring_fdatasync_many(struct fsafe__ring **keep, const int *fds,
+                                size_t n, int *errs)
 {
-	(void)fds, (void)n, (void)errs;
+	(void)keep, (void)fds, (void)n, (void)errs;
 	errno = ENOSYS;
 	return -1;
+}
+
+void fsafe__ring_free(struct fsafe__ring *r)
+{
+	(void)r; /* never made */
 }
 
 #endif

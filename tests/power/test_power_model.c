@@ -494,10 +494,11 @@ static int r_fdatasync(int fd)
 
 /* The batch's data syncs, all at once (io_uring): each that succeeded is
    an fdatasync of its fd. */
-static int r_fdatasync_many(const int *fds, size_t n, int *errs)
+static int r_fdatasync_many(struct fsafe__ring **keep, const int *fds,
+                            size_t n, int *errs)
 {
 	tick("fdatasync_many");
-	int r = next_sys->fdatasync_many(fds, n, errs);
+	int r = next_sys->fdatasync_many(keep, fds, n, errs);
 	int e = errno;
 	for (size_t i = 0; r == 0 && i < n; i++)
 		if (fds[i] >= 0 && errs[i] == 0)

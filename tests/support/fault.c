@@ -118,7 +118,7 @@ static int w_fcntl_lock(int fd, int c, struct flock *l) { FAIL_OR(fcntl, real->f
 static ssize_t w_getdents(int fd, void *b, size_t n) { FAIL_OR(getdents, real->getdents(fd, b, n)); }
 static ssize_t w_getrandom(void *b, size_t n, unsigned f) { FAIL_OR(getrandom, real->getrandom(b, n, f)); }
 static int w_ioctl(int fd, unsigned long r, void *a) { FAIL_OR(ioctl, real->ioctl(fd, r, a)); }
-static int w_fdatasync_many(const int *f, size_t n, int *e) { FAIL_OR(fdatasync_many, real->fdatasync_many(f, n, e)); }
+static int w_fdatasync_many(struct fsafe__ring **k, const int *f, size_t n, int *e) { FAIL_OR(fdatasync_many, real->fdatasync_many(k, f, n, e)); }
 static int w_syncfs(int fd) { FAIL_OR(syncfs, real->syncfs(fd)); }
 static int w_kill(pid_t p, int s) { FAIL_OR(kill, real->kill(p, s)); }
 static int w_flock(int fd, int op) { FAIL_OR(flock, real->flock(fd, op)); }

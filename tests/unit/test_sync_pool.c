@@ -167,7 +167,7 @@ static int pool_setup(void **state)
 	struct pool_fx *x = calloc(1, sizeof(*x));
 
 	assert_non_null(x);
-	assert_non_null(x->p = fsafe__sync_pool_new());
+	assert_non_null(x->p = fsafe__sync_pool_new(false));
 	fds_open(&x->f);
 	x->old = counting(&x->t);
 	ntids = 0;
