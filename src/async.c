@@ -26,7 +26,9 @@
 #include "fsafe.h"
 #include "error.h"
 #include "fsafe/batch.h"
+#include "batch.h"
 #include "opts.h"
+#include "syncmany.h"
 #include "writer.h"
 
 #define DEFAULT_GROUP 128
@@ -178,7 +180,8 @@ static struct req *take_group(fsafe_async *a)
 	return group;
 }
 
-static void commit_group(fsafe_async *a, struct req *group)
+static void commit_group(fsafe_async *a, struct req *group,
+                         struct fsafe__sync_pool *pool)
 {
 	struct fsafe_batch_opts bo = FSAFE_BATCH_OPTS_INIT;
 	fsafe_batch *b;
@@ -187,6 +190,7 @@ static void commit_group(fsafe_async *a, struct req *group)
 	bo.flags = a->flags;
 	bo.max_inflight = a->max_group;
 	if ((r = fsafe_batch_new(&bo, &b)) == 0) {
+		fsafe__batch_use_pool(b, pool);
 		for (struct req *q = group; q; q = q->next)
 			fsafe_batch_add(b, q->dirfd, q->path, q->buf, q->len,
 			                &q->opts);
@@ -204,9 +208,14 @@ static void commit_group(fsafe_async *a, struct req *group)
 		fsafe_batch_free(b);
 }
 
+/* The worker keeps one ring (or threads) for all its groups' syncs: a
+   small group would otherwise spend more setting a ring up than on its
+   device flush. */
 static void *worker(void *arg)
 {
 	fsafe_async *a = arg;
+	struct fsafe__sync_pool *pool =
+	        fsafe__sync_pool_new(!(a->flags & FSAFE_BATCH_NO_URING));
 
 	pthread_mutex_lock(&a->mu);
 	for (;;) {
@@ -215,10 +224,11 @@ static void *worker(void *arg)
 			break;
 		a->running = group;
 		pthread_mutex_unlock(&a->mu);
-		commit_group(a, group);
+		commit_group(a, group, pool);
 		pthread_mutex_lock(&a->mu);
 	}
 	pthread_mutex_unlock(&a->mu);
+	fsafe__sync_pool_free(pool);
 	return NULL;
 }
 

@@ -60,7 +60,7 @@ struct fsafe_batch {
 	struct fsafe_error *error; /* the options', for add and commit */
 	bool committed;
 	bool names_unsynced; /* the caller syncs the directories */
-	struct fsafe__sync_pool *pool; /* the caller's, or NULL */
+	struct fsafe__sync_pool *pool; /* the caller's, or the commit's own */
 	struct item *items;
 	size_t n, cap;
 	struct dir *dirs;
@@ -368,9 +368,18 @@ static int commit(fsafe_batch *b)
 	if (b->committed)
 		return fail(b->error, -EALREADY, "commit (already committed)");
 	b->committed = true;
+	/* One ring (or set of threads) for every window, not one each. */
+	struct fsafe__sync_pool *own = NULL;
+	if (!b->pool)
+		b->pool = own = fsafe__sync_pool_new(
+		        !(b->flags & FSAFE_BATCH_NO_URING));
 	for (size_t off = 0; off < b->n; off += b->inflight) {
 		size_t k = b->n - off < b->inflight ? b->n - off : b->inflight;
 		commit_window(b, b->items + off, k);
+	}
+	if (own) {
+		fsafe__sync_pool_free(own);
+		b->pool = NULL;
 	}
 	sync_dirs(b);
 	int failed = 0;

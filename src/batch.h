@@ -12,8 +12,9 @@
    an item's result of 0 says its data is durable, not its name. */
 int fsafe__batch_commit_names_unsynced(fsafe_batch *b);
 
-/* Sync the items' data on `pool`'s threads (kept by the caller, who
-   outlives the batch's commit) rather than on threads of each window. */
+/* Sync the items' data on `pool` (its ring or threads, kept by the
+   caller, who outlives the batch's commit) rather than on a pool of the
+   commit's own. */
 struct fsafe__sync_pool;
 void fsafe__batch_use_pool(fsafe_batch *b, struct fsafe__sync_pool *pool);
 
