@@ -242,8 +242,8 @@ int fsafe_async_new(const struct fsafe_async_opts *opts, fsafe_async **out)
 	if (r < 0)
 		return fail(FSAFE__OPTS_ERROR(opts, struct fsafe_async_opts, r),
 		            r, "options");
-	if (in.flags & ~(unsigned)(FSAFE_BATCH_NO_URING |
-	                           FSAFE_BATCH_NO_SYNCFS))
+	if (in.flags & ~(unsigned)(FSAFE_BATCH_NO_URING | FSAFE_BATCH_NO_SYNCFS |
+	                           FSAFE_BATCH_SYNCFS_ANY_DIRTY))
 		return fail(in.error, -EINVAL, "options");
 	fsafe_async *a = calloc(1, sizeof(*a));
 	if (!a)

@@ -388,3 +388,38 @@ bool fsafe__renames_whole(int fd)
 	return false;
 #endif
 }
+
+/* The kB count of meminfo field `key` (with its colon) in text t, or -1. */
+static int64_t meminfo_kb(const char *t, const char *key)
+{
+	size_t klen = strlen(key);
+	unsigned long long kb;
+
+	for (const char *p = t; p;) {
+		if (!strncmp(p, key, klen) &&
+		    sscanf(p + klen, " %llu kB", &kb) == 1 &&
+		    kb <= (unsigned long long)INT64_MAX / 1024)
+			return (int64_t)kb;
+		if ((p = strchr(p, '\n')))
+			p++;
+	}
+	return -1;
+}
+
+int fsafe__dirty_bytes(uint64_t *out)
+{
+	char *t;
+	size_t len;
+	int r = fsafe__read_file_at(AT_FDCWD, "/proc/meminfo", 64 << 10, &t,
+	                            &len);
+
+	if (r < 0)
+		return r;
+	int64_t dirty = meminfo_kb(t, "Dirty:");
+	int64_t wb = meminfo_kb(t, "Writeback:");
+	free(t);
+	if (dirty < 0 || wb < 0)
+		return -EBADMSG;
+	*out = ((uint64_t)dirty + (uint64_t)wb) * 1024;
+	return 0;
+}

@@ -78,6 +78,12 @@ bool fsafe__renames_whole(int fd);
 extern volatile int fsafe__test_renames_whole;
 #endif
 
+/* The bytes of the whole system's page cache waiting to be written (its
+   Dirty and Writeback pages, from /proc/meminfo, through the table): 0,
+   or -errno (-ENOENT where there is no /proc, -EBADMSG when the fields
+   are not there). */
+int fsafe__dirty_bytes(uint64_t *out);
+
 /* Subdirectory `name` of dfd, never through a symlink (fsafe__open_subdir),
    made first when missing (`mode` less the umask); with `sync`, a new
    one's entry is fsynced into dfd. Its fd, or -errno. */

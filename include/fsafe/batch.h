@@ -27,17 +27,23 @@ enum {
 	FSAFE_BATCH_NO_URING = 1u << 0,
 	/* Never replace per-file data syncs by one syncfs (see below). */
 	FSAFE_BATCH_NO_SYNCFS = 1u << 1,
+	/* Replace them by one syncfs however much other data is dirty. */
+	FSAFE_BATCH_SYNCFS_ANY_DIRTY = 1u << 2,
 };
 
 /*
  * Large batches: when one window holds at least `syncfs_min` files on one
  * filesystem, their data is made durable by a single syncfs(2) of that
  * filesystem instead of one data sync per file: one journal commit instead
- * of dozens (about 5x the throughput of per-file syncs for 1000 small
- * files on ext4). The price is that syncfs also flushes other processes'
- * dirty data on that filesystem; set FSAFE_BATCH_NO_SYNCFS where that
- * would hurt. A syncfs failure fails every file it covered (none is
- * published), since it cannot say which file's data was lost.
+ * of dozens (about twice as fast for 1000 small files on ext4). The price
+ * is that syncfs also waits for other processes' dirty data on that
+ * filesystem. So it is used only while the system's dirty and writeback
+ * pages (/proc/meminfo), less the window's own data, come to at most
+ * 128 KiB per file it syncs; where that cannot be read, the files sync one
+ * by one. FSAFE_BATCH_SYNCFS_ANY_DIRTY skips that look;
+ * FSAFE_BATCH_NO_SYNCFS never uses syncfs. A syncfs failure fails every
+ * file it covered (none is published), since it cannot say which file's
+ * data was lost.
  */
 #define FSAFE_BATCH_SYNCFS_MIN 64
 
@@ -103,8 +109,9 @@ typedef struct fsafe_async fsafe_async;
 
 struct fsafe_async_opts {
 	size_t size;         /* sizeof(struct fsafe_async_opts), or 0 */
-	unsigned flags;      /* FSAFE_BATCH_NO_URING, FSAFE_BATCH_NO_SYNCFS
-	                        (each applies to every group commit) */
+	unsigned flags;      /* FSAFE_BATCH_NO_URING, FSAFE_BATCH_NO_SYNCFS,
+	                        FSAFE_BATCH_SYNCFS_ANY_DIRTY (each applies
+	                        to every group commit) */
 	unsigned max_group;  /* writes committed together at most; 0: 128 */
 	/* Optional: filled when fsafe_async_new() fails, and kept by the
 	   engine for fsafe_async_submit() when it fails (a write's own

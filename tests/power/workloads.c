@@ -266,10 +266,11 @@ static void run_batch_pool(int root, struct pw_progress *p)
 	run_batch_with(root, p, FSAFE_BATCH_NO_URING, 0);
 }
 
-/* A window large enough (here: two) is synced by one syncfs. */
+/* A window large enough (here: two) is synced by one syncfs, whatever
+   else the machine has dirty. */
 static void run_batch_syncfs(int root, struct pw_progress *p)
 {
-	run_batch_with(root, p, 0, 2);
+	run_batch_with(root, p, FSAFE_BATCH_SYNCFS_ANY_DIRTY, 2);
 }
 
 /* "target" (OLD before) and "second" (new), written by ops `a` and `b`. */

@@ -21,6 +21,7 @@
 
 #include "fault.h"
 #include "fsafe.h"
+#include "sys.h"
 #include "testutil.h"
 
 #define fx tu_fx
@@ -255,7 +256,9 @@ static fsafe_batch *fill_syncfs(struct fx *f, unsigned flags)
 	struct fsafe_batch_opts bo = FSAFE_BATCH_OPTS_INIT;
 	fsafe_batch *b;
 
-	bo.flags = flags;
+	/* These tests are about the syncfs itself, whatever else is dirty
+	   on the machine running them (the look at that: see below). */
+	bo.flags = flags | FSAFE_BATCH_SYNCFS_ANY_DIRTY;
 	bo.syncfs_min = 8;
 	assert_int_equal(fsafe_batch_new(&bo, &b), 0);
 	for (int i = 0; i < N; i++) {
@@ -292,6 +295,108 @@ static void large_windows_sync_the_filesystem_once(void **state)
 	assert_all_new(f);
 }
 
+/*
+ * The look at others' dirty data, on a /proc/meminfo of the test's making
+ * (the table's openat gives the library the test's file, or ENOENT). A
+ * window of N files may wait for N x 128 KiB of it beyond its own bytes.
+ */
+static char meminfo[PATH_MAX]; /* "": there is none */
+
+static int meminfo_openat(int d, const char *p, int fl, mode_t m)
+{
+	if (d != AT_FDCWD || strcmp(p, "/proc/meminfo") != 0)
+		return fsafe__sys_default.openat(d, p, fl, m);
+	if (!meminfo[0]) {
+		errno = ENOENT;
+		return -1;
+	}
+	return fsafe__sys_default.openat(AT_FDCWD, meminfo, fl, m);
+}
+
+/* How many syncfs calls a batch of N files of 1 KiB (syncfs_min 8) makes
+   with `text` as /proc/meminfo (NULL: none); every file ends NEW. */
+static int syncfs_with_meminfo(struct fx *f, const char *text, unsigned flags)
+{
+	static char kib[1024];
+	struct fsafe_sys t = fsafe__sys_default;
+	struct fsafe_batch_opts bo = FSAFE_BATCH_OPTS_INIT;
+	fsafe_batch *b;
+	char name[32];
+
+	meminfo[0] = '\0';
+	if (text) {
+		snprintf(meminfo, sizeof(meminfo), "%s/meminfo", f->dir);
+		tu_put(f->dir, "meminfo", text, strlen(text));
+	}
+	memset(kib, 'k', sizeof(kib));
+	t.openat = meminfo_openat;
+	bo.flags = flags;
+	bo.syncfs_min = 8;
+	assert_int_equal(fsafe_batch_new(&bo, &b), 0);
+	for (int i = 0; i < N; i++) {
+		name_of(i, name, sizeof(name));
+		fsafe_batch_add(b, f->dirfd, name, kib, sizeof(kib), NULL);
+	}
+	fault_set_real(&t);
+	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
+	assert_int_equal(fsafe_batch_commit(b), 0);
+	int n = fault_calls_named("syncfs");
+	fault_remove();
+	fault_set_real(NULL);
+	for (int i = 0; i < N; i++) {
+		assert_int_equal(fsafe_batch_result(b, (size_t)i), 0);
+		name_of(i, name, sizeof(name));
+		assert_true(tu_equals(f->dir, name, kib, sizeof(kib)));
+	}
+	fsafe_batch_free(b);
+	if (text)
+		unlink(meminfo);
+	return n;
+}
+
+/* A window of N files of 1 KiB may wait for N x 128 KiB of others' dirty
+   data: the system's Dirty and Writeback less its own N KiB. */
+static void others_dirty_data_keeps_syncfs_away(void **state)
+{
+	struct fx *f = *state;
+	char text[256];
+	const unsigned long allowance_kb = N * 128, own_kb = N;
+
+	snprintf(text, sizeof(text), "MemTotal: 1 kB\nDirty:  0 kB\n"
+	         "Writeback:    0 kB\n");
+	assert_int_equal(syncfs_with_meminfo(f, text, 0), 1);
+	/* Exactly the allowance beyond its own: still a syncfs. One kB
+	   more (in Dirty or in Writeback): none. */
+	snprintf(text, sizeof(text), "Dirty: %lu kB\nWriteback: 1 kB\n",
+	         allowance_kb + own_kb - 1);
+	assert_int_equal(syncfs_with_meminfo(f, text, 0), 1);
+	snprintf(text, sizeof(text), "Dirty: %lu kB\nWriteback: 2 kB\n",
+	         allowance_kb + own_kb - 1);
+	assert_int_equal(syncfs_with_meminfo(f, text, 0), 0);
+	/* Gigabytes waiting: the files sync one by one, unless told. */
+	snprintf(text, sizeof(text), "Dirty: 16777216 kB\nWriteback: 0 kB\n");
+	assert_int_equal(syncfs_with_meminfo(f, text, 0), 0);
+	assert_int_equal(
+	        syncfs_with_meminfo(f, text, FSAFE_BATCH_SYNCFS_ANY_DIRTY), 1);
+	assert_int_equal(
+	        syncfs_with_meminfo(f, text, FSAFE_BATCH_SYNCFS_ANY_DIRTY |
+	                                             FSAFE_BATCH_NO_SYNCFS),
+	        0);
+}
+
+/* What cannot be known is not risked: no /proc, or no Dirty line. */
+static void unknown_dirty_data_keeps_syncfs_away(void **state)
+{
+	struct fx *f = *state;
+
+	assert_int_equal(syncfs_with_meminfo(f, NULL, 0), 0);
+	assert_int_equal(syncfs_with_meminfo(f, "Writeback: 0 kB\n", 0), 0);
+	assert_int_equal(syncfs_with_meminfo(f, "Dirty: many kB\n"
+	                                        "Writeback: 0 kB\n", 0), 0);
+	assert_int_equal(syncfs_with_meminfo(f, NULL,
+	                                     FSAFE_BATCH_SYNCFS_ANY_DIRTY), 1);
+}
+
 /* Windows of a batch of `n` files under a soft descriptor limit `soft`,
    counted as syncfs calls (every window syncs its filesystem once). */
 static int windows_under(struct fx *f, rlim_t soft, int n)
@@ -306,6 +411,7 @@ static int windows_under(struct fx *f, rlim_t soft, int n)
 	rl.rlim_cur = soft;
 	assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
 	bo.syncfs_min = 8;
+	bo.flags = FSAFE_BATCH_SYNCFS_ANY_DIRTY;
 	assert_int_equal(fsafe_batch_new(&bo, &b), 0);
 	assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
 	for (int i = 0; i < n; i++) {
@@ -603,6 +709,8 @@ int main(void)
 		T(a_failure_stays_with_its_item),
 		T(dir_sync_failure_marks_its_directory),
 		T(large_windows_sync_the_filesystem_once),
+		T(others_dirty_data_keeps_syncfs_away),
+		T(unknown_dirty_data_keeps_syncfs_away),
 		T(syncfs_failure_fails_what_it_covered),
 		T(the_default_window_follows_the_descriptor_limit),
 		T(freeing_uncommitted_changes_nothing),
