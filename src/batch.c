@@ -226,30 +226,30 @@ static dev_t stage_dev(fsafe_writer *w, int *last, dev_t *last_dev)
  * the two meet near 200 KiB of others' dirty data per file.
  */
 #define SYNCFS_OTHERS_PER_FILE ((uint64_t)128 << 10)
-#define DIRTY_UNREAD (-1)
-#define DIRTY_UNKNOWN (-2)
+#define OTHERS_UNREAD (-1)
+#define OTHERS_UNKNOWN (-2)
 
 /* Whether one syncfs for `files` of the window's k items beats their own
-   syncs. *dirty: the system's dirty bytes, read at the window's first
-   question. /proc/meminfo counts every filesystem's: dirty data elsewhere
-   only makes the answer more careful than it need be. */
+   syncs. *others: the bytes dirty beside the window's own, read once per
+   window, at its first question. /proc/meminfo counts every filesystem's:
+   dirty data elsewhere only makes the answer more careful than it need
+   be. */
 static bool syncfs_pays(const fsafe_batch *b, const struct item *items,
-                        size_t k, size_t files, int64_t *dirty)
+                        size_t k, size_t files, int64_t *others)
 {
 	uint64_t d, own = 0;
 
 	if (b->flags & FSAFE_BATCH_SYNCFS_ANY_DIRTY)
 		return true;
-	if (*dirty == DIRTY_UNREAD)
-		*dirty = fsafe__dirty_bytes(&d) == 0 && d <= INT64_MAX
-		                 ? (int64_t)d
-		                 : DIRTY_UNKNOWN;
-	if (*dirty == DIRTY_UNKNOWN)
-		return false;
-	for (size_t i = 0; i < k; i++) /* the window's own data is dirty too */
-		own += items[i].len;
-	d = (uint64_t)*dirty;
-	return d - (own < d ? own : d) <= files * SYNCFS_OTHERS_PER_FILE;
+	if (*others == OTHERS_UNREAD) {
+		for (size_t i = 0; i < k; i++) /* the window's own is dirty */
+			own += items[i].len;
+		*others = fsafe__dirty_bytes(&d) < 0 ? OTHERS_UNKNOWN
+		          : d > own ? (int64_t)(d - own)
+		                    : 0;
+	}
+	return *others >= 0 &&
+	       (uint64_t)*others <= files * SYNCFS_OTHERS_PER_FILE;
 }
 
 /*
@@ -263,7 +263,7 @@ static void sync_by_filesystem(fsafe_batch *b, struct item *items, size_t k,
 {
 	int last = -1;
 	dev_t last_dev = (dev_t)-1;
-	int64_t dirty = DIRTY_UNREAD;
+	int64_t others = OTHERS_UNREAD;
 
 	for (size_t i = 0; i < k; i++)
 		devs[i] = fds[i] >= 0 ? stage_dev(items[i].w, &last, &last_dev)
@@ -277,7 +277,7 @@ static void sync_by_filesystem(fsafe_batch *b, struct item *items, size_t k,
 		for (size_t j = i; j < k; j++)
 			same += fds[j] >= 0 && devs[j] == dev;
 		int r = same >= b->syncfs_min &&
-		                syncfs_pays(b, items, k, same, &dirty)
+		                syncfs_pays(b, items, k, same, &others)
 		        ? fsafe__syncfs(fds[i])
 		        : -ENOSYS;
 		for (size_t j = i; j < k; j++) {

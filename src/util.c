@@ -398,7 +398,7 @@ static int64_t meminfo_kb(const char *t, const char *key)
 	for (const char *p = t; p;) {
 		if (!strncmp(p, key, klen) &&
 		    sscanf(p + klen, " %llu kB", &kb) == 1 &&
-		    kb <= (unsigned long long)INT64_MAX / 1024)
+		    kb <= (unsigned long long)INT64_MAX / 2048)
 			return (int64_t)kb;
 		if ((p = strchr(p, '\n')))
 			p++;

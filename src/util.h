@@ -79,8 +79,8 @@ extern volatile int fsafe__test_renames_whole;
 #endif
 
 /* The bytes of the whole system's page cache waiting to be written (its
-   Dirty and Writeback pages, from /proc/meminfo, through the table): 0,
-   or -errno (-ENOENT where there is no /proc, -EBADMSG when the fields
+   Dirty and Writeback pages, from /proc/meminfo, through the table),
+   below INT64_MAX: 0, or -errno (-ENOENT where there is no /proc, -EBADMSG when the fields
    are not there). */
 int fsafe__dirty_bytes(uint64_t *out);
 
