@@ -4,8 +4,10 @@
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "sys.h"
@@ -162,6 +164,41 @@ static const struct fsafe_sys wrapped = {
 void fault_set_real(const struct fsafe_sys *table)
 {
 	real = table ? table : &fsafe__sys_default;
+}
+
+static char meminfo[4096];
+static bool meminfo_absent;
+
+/* A memfd holding the fake text, read from its start like the real file. */
+static int meminfo_openat(int d, const char *p, int fl, mode_t m)
+{
+	if (d != AT_FDCWD || strcmp(p, "/proc/meminfo") != 0)
+		return fsafe__sys_default.openat(d, p, fl, m);
+	if (meminfo_absent) {
+		errno = ENOENT;
+		return -1;
+	}
+	int fd = memfd_create("meminfo", MFD_CLOEXEC);
+	size_t len = strlen(meminfo);
+	if (fd < 0 || write(fd, meminfo, len) != (ssize_t)len ||
+	    lseek(fd, 0, SEEK_SET) != 0) {
+		if (fd >= 0)
+			close(fd);
+		errno = EIO;
+		return -1;
+	}
+	return fd;
+}
+
+void fault_fake_meminfo(const char *text)
+{
+	static struct fsafe_sys table;
+
+	meminfo_absent = !text;
+	snprintf(meminfo, sizeof(meminfo), "%s", text ? text : "");
+	table = fsafe__sys_default;
+	table.openat = meminfo_openat;
+	fault_set_real(&table);
 }
 
 void fault_install(const struct fault_plan *p)

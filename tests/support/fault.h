@@ -32,6 +32,10 @@ struct fault_plan {
    Set it before fault_install(); fault_remove() does not reset it. */
 struct fsafe_sys;
 void fault_set_real(const struct fsafe_sys *table);
+/* Make the real table's openat give the library `text` as /proc/meminfo
+   (NULL: there is none, ENOENT), so that a batch's choice of syncfs does
+   not hang on the machine's dirty data. fault_set_real(NULL) ends it. */
+void fault_fake_meminfo(const char *text);
 
 /* Install a plan (resets the count); fault_remove() restores libc. */
 void fault_install(const struct fault_plan *plan);

@@ -296,40 +296,20 @@ static void large_windows_sync_the_filesystem_once(void **state)
 }
 
 /*
- * The look at others' dirty data, on a /proc/meminfo of the test's making
- * (the table's openat gives the library the test's file, or ENOENT). A
- * window of N files may wait for N x 128 KiB of it beyond its own bytes.
+ * The look at others' dirty data, on a /proc/meminfo of the test's making.
+ * A window of N files may wait for N x 128 KiB of it beyond its own bytes.
  */
-static char meminfo[PATH_MAX]; /* "": there is none */
-
-static int meminfo_openat(int d, const char *p, int fl, mode_t m)
-{
-	if (d != AT_FDCWD || strcmp(p, "/proc/meminfo") != 0)
-		return fsafe__sys_default.openat(d, p, fl, m);
-	if (!meminfo[0]) {
-		errno = ENOENT;
-		return -1;
-	}
-	return fsafe__sys_default.openat(AT_FDCWD, meminfo, fl, m);
-}
 
 /* How many syncfs calls a batch of N files of 1 KiB (syncfs_min 8) makes
    with `text` as /proc/meminfo (NULL: none); every file ends NEW. */
 static int syncfs_with_meminfo(struct fx *f, const char *text, unsigned flags)
 {
 	static char kib[1024];
-	struct fsafe_sys t = fsafe__sys_default;
 	struct fsafe_batch_opts bo = FSAFE_BATCH_OPTS_INIT;
 	fsafe_batch *b;
 	char name[32];
 
-	meminfo[0] = '\0';
-	if (text) {
-		snprintf(meminfo, sizeof(meminfo), "%s/meminfo", f->dir);
-		tu_put(f->dir, "meminfo", text, strlen(text));
-	}
 	memset(kib, 'k', sizeof(kib));
-	t.openat = meminfo_openat;
 	bo.flags = flags;
 	bo.syncfs_min = 8;
 	assert_int_equal(fsafe_batch_new(&bo, &b), 0);
@@ -337,7 +317,7 @@ static int syncfs_with_meminfo(struct fx *f, const char *text, unsigned flags)
 		name_of(i, name, sizeof(name));
 		fsafe_batch_add(b, f->dirfd, name, kib, sizeof(kib), NULL);
 	}
-	fault_set_real(&t);
+	fault_fake_meminfo(text);
 	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
 	assert_int_equal(fsafe_batch_commit(b), 0);
 	int n = fault_calls_named("syncfs");
@@ -349,8 +329,6 @@ static int syncfs_with_meminfo(struct fx *f, const char *text, unsigned flags)
 		assert_true(tu_equals(f->dir, name, kib, sizeof(kib)));
 	}
 	fsafe_batch_free(b);
-	if (text)
-		unlink(meminfo);
 	return n;
 }
 

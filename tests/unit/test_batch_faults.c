@@ -195,6 +195,8 @@ static int count_calls(struct fx *f, unsigned mode)
 		reset(f);
 		fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
 		assert_int_equal(commit(f, mode, res), 0);
+		assert_int_equal(fault_calls_named("syncfs"),
+		                 mode & SYNCFS_MODE ? 1 : 0);
 		if (fault_calls() > calls)
 			calls = fault_calls();
 		fault_remove();
@@ -351,5 +353,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(every_error_at_every_call, setup,
 		                                teardown),
 	};
+	/* Nothing else dirty: the syncfs mode's choice, and so its calls,
+	   must not change with what the machine is writing meanwhile. */
+	fault_fake_meminfo("Dirty: 0 kB\nWriteback: 0 kB\n");
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
