@@ -117,21 +117,23 @@ static const char *const ext2_limits[] = {
 	"symbolic link replace (fsafe_symlinkat)", NULL,
 };
 
+#define E2FSCK "e2fsck -fy"
+
 static const struct fs filesystems[] = {
-	{ "ext4", "ext4", "mkfs.ext4 -q -F", 64, "", .repair = "e2fsck -fy",
+	{ "ext4", "ext4", "mkfs.ext4 -q -F", 64, "", .repair = E2FSCK,
 	  .package = "e2fsprogs" },
 	{ "ext4-noauto", "ext4", "mkfs.ext4 -q -F", 64, "noauto_da_alloc",
-	  .repair = "e2fsck -fy", .package = "e2fsprogs" },
+	  .repair = E2FSCK, .package = "e2fsprogs" },
 	{ "xfs", "xfs", "mkfs.xfs -q -f", 300, "", .package = "xfsprogs" },
 	{ "btrfs", "btrfs", "mkfs.btrfs -q -f", 128, "", .cut = CUT_COPY,
 	  .package = "btrfs-progs" },
 	{ "ext2", "ext2", "mkfs.ext2 -q -F", 64, "", .cut = CUT_COPY,
-	  .fsck = "e2fsck -fy", .limits = ext2_limits, .package = "e2fsprogs" },
+	  .fsck = E2FSCK, .limits = ext2_limits, .package = "e2fsprogs" },
 	{ "overlay-ext4-lower", "ext4", "mkfs.ext4 -q -F", 64, "",
-	  .repair = "e2fsck -fy", .overlay = OVL_LOWER,
+	  .repair = E2FSCK, .overlay = OVL_LOWER,
 	  .package = "e2fsprogs" },
 	{ "overlay-ext4-upper", "ext4", "mkfs.ext4 -q -F", 64, "",
-	  .repair = "e2fsck -fy", .overlay = OVL_UPPER,
+	  .repair = E2FSCK, .overlay = OVL_UPPER,
 	  .package = "e2fsprogs" },
 	{ "overlay-xfs-lower", "xfs", "mkfs.xfs -q -f", 300, "",
 	  .overlay = OVL_LOWER, .package = "xfsprogs" },
@@ -437,25 +439,29 @@ static int copy_image(const char *from, const char *to)
 	return -err;
 }
 
-/* Power on after the cut: the copy is the disk from now on. */
-static bool power_on_copy(void)
+/* Check (and mend) the unmounted filesystem on `target`, as at boot. */
+static void run_fsck(const char *fsck, const char *target)
 {
 	char cmd[256];
 
+	snprintf(cmd, sizeof(cmd), "%s %s >/dev/null 2>&1", fsck, target);
+	int rc = system(cmd);
+	/* e2fsck: 1 and 2 are "errors corrected" (1 after every cut: the
+	   filesystem was not cleanly unmounted). */
+	if (!WIFEXITED(rc) || WEXITSTATUS(rc) > 2)
+		fail_msg("'%s' left errors (status %#x)", cmd, rc);
+}
+
+/* Power on after the cut: the copy is the disk from now on. */
+static bool power_on_copy(void)
+{
 	do_umount();
 	close(env.loopfd); /* autoclear: the original device goes */
 	env.loopfd = -1;
 	if (rename(env.copy, env.img) < 0)
 		fail_msg("rename %s: %s", env.copy, strerror(errno));
-	if (env.fs->fsck) {
-		snprintf(cmd, sizeof(cmd), "%s %s >/dev/null 2>&1",
-		         env.fs->fsck, env.img);
-		int rc = system(cmd);
-		/* e2fsck: 1 and 2 are "errors corrected" (1 after every
-		   cut: the image was not cleanly unmounted). */
-		if (!WIFEXITED(rc) || WEXITSTATUS(rc) > 2)
-			fail_msg("'%s' left errors (status %#x)", cmd, rc);
-	}
+	if (env.fs->fsck)
+		run_fsck(env.fs->fsck, env.img);
 	if ((env.loopfd = loop_attach()) < 0)
 		fail_msg("loop device for the copy: %s", strerror(errno));
 	return do_mount();
@@ -480,18 +486,13 @@ static bool repair_after_cut(int *repaired)
 	print_message("    mount after the cut: %s; running %s on %s\n",
 	              strerror(err), env.fs->repair, env.dev);
 	fflush(stdout);
-	const char *dev = strrchr(env.dev, '/') ? strrchr(env.dev, '/') + 1
-	                                       : env.dev;
+	const char *slash = strrchr(env.dev, '/');
 	snprintf(cmd, sizeof(cmd), "dmesg 2>/dev/null | grep -E '[(/]%s[)-]' "
-	         "| tail -n 4 | sed 's/^/    kernel: /'", dev);
+	         "| tail -n 4 | sed 's/^/    kernel: /'",
+	         slash ? slash + 1 : env.dev);
 	if (system(cmd) != 0)
 		print_message("    (no kernel log)\n");
-	snprintf(cmd, sizeof(cmd), "%s %s >/dev/null 2>&1", env.fs->repair,
-	         env.dev);
-	int rc = system(cmd);
-	/* e2fsck: 1 and 2 are "errors corrected". */
-	if (!WIFEXITED(rc) || WEXITSTATUS(rc) > 2)
-		fail_msg("'%s' left errors (status %#x)", cmd, rc);
+	run_fsck(env.fs->repair, env.dev);
 	(*repaired)++;
 	return do_mount();
 }

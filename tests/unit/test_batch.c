@@ -296,12 +296,11 @@ static void large_windows_sync_the_filesystem_once(void **state)
 }
 
 /*
- * The look at others' dirty data, on a /proc/meminfo of the test's making.
- * A window of N files may wait for N x 128 KiB of it beyond its own bytes.
+ * The look at others' dirty data, on a /proc/meminfo of the test's making:
+ * how many syncfs calls a batch of N files of 1 KiB (syncfs_min 8) makes
+ * with `text` as /proc/meminfo (NULL: none); every file ends NEW. A window
+ * of N files may wait for N x 128 KiB of it beyond its own bytes.
  */
-
-/* How many syncfs calls a batch of N files of 1 KiB (syncfs_min 8) makes
-   with `text` as /proc/meminfo (NULL: none); every file ends NEW. */
 static int syncfs_with_meminfo(struct fx *f, const char *text, unsigned flags)
 {
 	static char kib[1024];
