@@ -32,6 +32,9 @@ struct fsafe_nats_sink {
 	char id[33];
 	natsConnection *nc;
 	jsCtx *js;
+	/* js took a publish since it was made or its pending list was
+	   last taken (drop_pending). */
+	bool js_pending;
 	char message[256];
 
 	/* The batch in flight, shared with libnats's ack thread. */
@@ -135,6 +138,7 @@ static void disconnect(fsafe_nats_sink *k)
 		natsConnection_Destroy(k->nc);
 	}
 	k->js = NULL;
+	k->js_pending = false;
 	k->nc = NULL;
 }
 
@@ -300,6 +304,8 @@ static int publish(fsafe_nats_sink *k, const struct fsafe_forward_record *r)
 	if (st == NATS_OK)
 		st = js_PublishMsgAsync(k->js, &m, NULL);
 	natsMsg_Destroy(m); /* NULL once libnats owns it */
+	if (st == NATS_OK)
+		k->js_pending = true;
 	if (st != NATS_OK) {
 		say(k, "publish record %" PRIu64 ": %s", r->seq,
 		    natsStatus_GetText(st));
@@ -363,11 +369,20 @@ static int await_acks(fsafe_nats_sink *k)
 	return r;
 }
 
-/* Forget what is still in flight: a retry sends it again by name. */
+/*
+ * Forget what is still in flight: a retry sends it again by name. Only
+ * when a publish was taken since the context was made or its list last
+ * emptied: libnats 3.4 makes a context's table of pending messages at its
+ * first publish, and asked for the list of a context without one, reads
+ * through NULL (a forwarder crashed so on a retry after a reconnect).
+ */
 static void drop_pending(fsafe_nats_sink *k)
 {
 	natsMsgList pending = { 0 };
 
+	if (!k->js_pending)
+		return;
+	k->js_pending = false;
 	if (js_PublishAsyncGetPendingList(&pending, k->js) == NATS_OK)
 		natsMsgList_Destroy(&pending);
 }
