@@ -304,13 +304,12 @@ static int publish(fsafe_nats_sink *k, const struct fsafe_forward_record *r)
 	if (st == NATS_OK)
 		st = js_PublishMsgAsync(k->js, &m, NULL);
 	natsMsg_Destroy(m); /* NULL once libnats owns it */
-	if (st == NATS_OK)
-		k->js_pending = true;
 	if (st != NATS_OK) {
 		say(k, "publish record %" PRIu64 ": %s", r->seq,
 		    natsStatus_GetText(st));
 		return -EIO;
 	}
+	k->js_pending = true;
 	return 0;
 }
 
