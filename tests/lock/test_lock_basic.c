@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -528,7 +529,8 @@ static void orphans(void **state)
 	struct fsafe_lock_owner live;
 	pid_t pid = lu_sleeper(&live);
 	const char *u = "0b3c5e7a-1d2f-4a6b-8c9d-0e1f2a3b4c5";
-	char name[80];
+	/* Also a full path below: TMPDIR may be long. */
+	char name[PATH_MAX];
 
 	strcpy(far.host, "elsewhere");
 	snprintf(name, sizeof(name), ".lock-%s0.tmp", u);
