@@ -9,12 +9,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "testutil.h"
 
 static const char *const kind_names[DMG_KINDS] = {
 	[DMG_DELETE] = "delete",
@@ -302,19 +302,12 @@ static int edit_bytes(const char *path, off_t off, bool flip)
 
 static int make_socket(const char *path)
 {
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	int fd, r = 0;
+	int fd = tu_bind_socket(path);
 
-	if (strlen(path) >= sizeof(a.sun_path))
-		return -ENAMETOOLONG;
-	strcpy(a.sun_path, path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
-		return -errno;
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
-		r = -errno;
+		return fd;
 	close(fd); /* the socket file stays; nobody listens */
-	return r;
+	return 0;
 }
 
 static int replace_with(const char *path, const struct dmg_case *c,

@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -167,6 +169,43 @@ void tu_assert_error(const struct fsafe_error *e, int code, int sys_errno,
 	assert_int_equal(e->sys_errno, sys_errno);
 	assert_non_null(e->step);
 	assert_string_equal(e->step, step);
+}
+
+int tu_bind_socket(const char *path)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	const char *slash = strrchr(path, '/');
+	const char *base = slash ? slash + 1 : path;
+	char *dir = NULL;
+	int here, there = AT_FDCWD, fd, r = 0;
+
+	if (strlen(base) >= sizeof(a.sun_path))
+		return -ENAMETOOLONG;
+	if (slash && !(dir = strndup(path, (size_t)(slash - path) + 1)))
+		return -ENOMEM;
+	strcpy(a.sun_path, base);
+	here = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dir)
+		there = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (here < 0 || (dir && there < 0) || fd < 0)
+		r = -errno;
+	else if (dir && fchdir(there) < 0)
+		r = -errno;
+	else {
+		if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
+			r = -errno;
+		if (fchdir(here) < 0 && r == 0)
+			r = -errno;
+	}
+	if (r < 0 && fd >= 0)
+		close(fd);
+	if (here >= 0)
+		close(here);
+	if (dir && there >= 0)
+		close(there);
+	free(dir);
+	return r < 0 ? r : fd;
 }
 
 int tu_fail_eio(int fd)

@@ -24,6 +24,14 @@ int tu_count_staging(const char *dir);
    dir cannot be opened. */
 int tu_count_matching(const char *dir, bool (*match)(const char *name));
 
+/* A Unix socket bound at path, however long the path: sun_path holds 108
+   bytes, and a long $TMPDIR alone can pass that, so it binds the last
+   component from inside its directory. Returns the socket's fd (nobody
+   listens; the socket file stays after close) or -errno. It changes the
+   working directory for the moment of the bind: not for threads that use
+   relative paths meanwhile. */
+int tu_bind_socket(const char *path);
+
 /* A cmocka fixture: a fresh scratch directory, held open, and the number
    of descriptors open before the test (to check none leaks). */
 struct tu_fx {

@@ -12,6 +12,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <setjmp.h>
@@ -22,10 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -500,14 +499,13 @@ static void denied_xattr_fails_or_is_skipped(void **state)
 
 static void make_socket(const struct fx *f, const char *name)
 {
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	char path[PATH_MAX];
+	int n = snprintf(path, sizeof(path), "%s/%s", f->dir, name);
+	int s;
 
+	assert_true(n > 0 && (size_t)n < sizeof(path));
+	s = tu_bind_socket(path);
 	assert_true(s >= 0);
-	int n = snprintf(a.sun_path, sizeof(a.sun_path), "%s/%s", f->dir,
-	                 name);
-	assert_true(n > 0 && (size_t)n < sizeof(a.sun_path));
-	assert_int_equal(bind(s, (struct sockaddr *)&a, sizeof(a)), 0);
 	close(s);
 }
 
