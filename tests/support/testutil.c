@@ -171,28 +171,41 @@ void tu_assert_error(const struct fsafe_error *e, int code, int sys_errno,
 	assert_string_equal(e->step, step);
 }
 
+/* fchdir to the directory that holds path's last component (slash points
+   at the last '/', or is NULL for a bare name: nothing to do). */
+static int enter_parent(const char *path, const char *slash)
+{
+	char *dir;
+	int fd, r = 0;
+
+	if (!slash)
+		return 0;
+	if (!(dir = strndup(path, (size_t)(slash - path) + 1)))
+		return -ENOMEM;
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	free(dir);
+	if (fd < 0 || fchdir(fd) < 0)
+		r = -errno;
+	if (fd >= 0)
+		close(fd);
+	return r;
+}
+
 int tu_bind_socket(const char *path)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
 	const char *slash = strrchr(path, '/');
 	const char *base = slash ? slash + 1 : path;
-	char *dir = NULL;
-	int here, there = AT_FDCWD, fd, r = 0;
+	int fd, here, r;
 
 	if (strlen(base) >= sizeof(a.sun_path))
 		return -ENAMETOOLONG;
-	if (slash && !(dir = strndup(path, (size_t)(slash - path) + 1)))
-		return -ENOMEM;
 	strcpy(a.sun_path, base);
-	here = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dir)
-		there = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (here < 0 || (dir && there < 0) || fd < 0)
+	if ((here = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return -errno;
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
 		r = -errno;
-	else if (dir && fchdir(there) < 0)
-		r = -errno;
-	else {
+	else if ((r = enter_parent(path, slash)) == 0) {
 		if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
 			r = -errno;
 		if (fchdir(here) < 0 && r == 0)
@@ -200,11 +213,7 @@ int tu_bind_socket(const char *path)
 	}
 	if (r < 0 && fd >= 0)
 		close(fd);
-	if (here >= 0)
-		close(here);
-	if (dir && there >= 0)
-		close(there);
-	free(dir);
+	close(here);
 	return r < 0 ? r : fd;
 }
 
