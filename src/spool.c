@@ -1376,7 +1376,7 @@ static int recover_view(fsafe_spool *s)
 static int sync_view(fsafe_spool *s)
 {
 	struct fsafe__head h;
-	struct stat st;
+	uint64_t size;
 	int r = head_read(s, &h);
 
 	bool valid = r == 1;
@@ -1396,13 +1396,11 @@ static int sync_view(fsafe_spool *s)
 	s->next_seq = s->durable_seq = h.next;
 	if (s->wfd < 0)
 		return 0;
-	if ((r = fsafe__fstat(s->wfd, &st)) < 0)
+	if ((r = fsafe__file_size(s->wfd, &size)) < 0)
 		return r;
-	if ((uint64_t)st.st_size < s->tail) /* cut by hand: damage */
+	if (size < s->tail) /* cut by hand: damage */
 		return recover_view(s);
-	return (uint64_t)st.st_size > s->tail
-	               ? cut_leftover(s, (uint64_t)st.st_size)
-	               : 0;
+	return size > s->tail ? cut_leftover(s, size) : 0;
 }
 
 /* ---- open / close ------------------------------------------------------------ */

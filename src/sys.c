@@ -184,6 +184,7 @@ const struct fsafe_sys fsafe__sys_default = {
 	.fstatat = fstatat,
 	.fstat = fstat,
 	.fstatfs = fstatfs,
+	.lseek = lseek,
 	.readlinkat = readlinkat,
 	.fchmod = fchmod,
 	.fchown = fchown,
@@ -393,6 +394,16 @@ int fsafe__fstatat(int dirfd, const char *path, struct stat *st, int flags)
 int fsafe__fstat(int fd, struct stat *st)
 {
 	return (int)RETRY_EINTR(SYS->fstat(fd, st));
+}
+
+int fsafe__file_size(int fd, uint64_t *size)
+{
+	off_t end = SYS->lseek(fd, 0, SEEK_END);
+
+	if (end < 0)
+		return -errno;
+	*size = (uint64_t)end;
+	return 0;
 }
 
 int fsafe__unlinkat(int dirfd, const char *path, int flags)

@@ -54,6 +54,7 @@ struct fsafe_sys {
 	int (*fstatat)(int dirfd, const char *path, struct stat *st, int flags);
 	int (*fstat)(int fd, struct stat *st);
 	int (*fstatfs)(int fd, struct statfs *st);
+	off_t (*lseek)(int fd, off_t off, int whence);
 	ssize_t (*readlinkat)(int dirfd, const char *path, char *buf,
 	                      size_t len);
 	int (*fchmod)(int fd, mode_t mode);
@@ -156,6 +157,10 @@ int fsafe__syncfs(int fd);
 int fsafe__fallocate(int fd, int mode, off_t off, off_t len);
 int fsafe__fstatat(int dirfd, const char *path, struct stat *st, int flags);
 int fsafe__fstat(int fd, struct stat *st);
+/* The size of fd's file, by lseek(2) to its end: on ext4 an fstat costs a
+   spool append measurably more. It moves fd's offset, so only for an fd
+   that is read and written by offset (pread, pwrite). */
+int fsafe__file_size(int fd, uint64_t *size);
 int fsafe__unlinkat(int dirfd, const char *path, int flags);
 int fsafe__renameat(int olddirfd, const char *old, int newdirfd,
                     const char *new_);

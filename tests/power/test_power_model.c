@@ -666,6 +666,7 @@ COUNTED(int, fstatat, (int d, const char *p, struct stat *s, int f),
         (d, p, s, f))
 COUNTED(int, fstat, (int fd, struct stat *s), (fd, s))
 COUNTED(int, fstatfs, (int fd, struct statfs *s), (fd, s))
+COUNTED(off_t, lseek, (int fd, off_t o, int w), (fd, o, w))
 COUNTED(ssize_t, readlinkat, (int d, const char *p, char *b, size_t n),
         (d, p, b, n))
 COUNTED(int, fchown, (int fd, uid_t u, gid_t g), (fd, u, g))
@@ -705,6 +706,7 @@ static void rec_table_init(const struct fsafe_sys *next)
 	rec_sys.fstatat = c_fstatat;
 	rec_sys.fstat = c_fstat;
 	rec_sys.fstatfs = c_fstatfs;
+	rec_sys.lseek = c_lseek;
 	rec_sys.readlinkat = c_readlinkat;
 	rec_sys.fchmod = r_fchmod;
 	rec_sys.fdatasync_many = r_fdatasync_many;

@@ -113,6 +113,7 @@ static int w_mkdirat(int d, const char *p, mode_t m) { FAIL_OR(mkdirat, real->mk
 static int w_fstatat(int d, const char *p, struct stat *s, int f) { FAIL_OR(fstatat, real->fstatat(d, p, s, f)); }
 static int w_fstat(int fd, struct stat *s) { FAIL_OR(fstat, real->fstat(fd, s)); }
 static int w_fstatfs(int fd, struct statfs *s) { FAIL_OR(fstatfs, real->fstatfs(fd, s)); }
+static off_t w_lseek(int fd, off_t o, int w) { FAIL_OR(lseek, real->lseek(fd, o, w)); }
 static ssize_t w_readlinkat(int d, const char *p, char *b, size_t n) { FAIL_OR(readlinkat, real->readlinkat(d, p, b, n)); }
 static int w_fchmod(int fd, mode_t m) { FAIL_OR(fchmod, real->fchmod(fd, m)); }
 static int w_fchown(int fd, uid_t u, gid_t g) { FAIL_OR(fchown, real->fchown(fd, u, g)); }
@@ -151,7 +152,8 @@ static const struct fsafe_sys wrapped = {
 	.fallocate = w_fallocate,
 	.renameat = w_renameat, .renameat2 = w_renameat2, .linkat = w_linkat,
 	.unlinkat = w_unlinkat, .mkdirat = w_mkdirat, .fstatat = w_fstatat,
-	.fstat = w_fstat, .fstatfs = w_fstatfs, .readlinkat = w_readlinkat,
+	.fstat = w_fstat, .fstatfs = w_fstatfs, .lseek = w_lseek,
+	.readlinkat = w_readlinkat,
 	.fchmod = w_fchmod, .fchown = w_fchown, .fcntl_lock = w_fcntl_lock,
 	.getdents = w_getdents, .close = w_close, .getrandom = w_getrandom,
 	.ioctl = w_ioctl, .fdatasync_many = w_fdatasync_many,
