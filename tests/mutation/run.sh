@@ -98,8 +98,9 @@ targets() {
 }
 
 # The unmutated clone builds first, but only what the chosen entries'
-# tests need (the sample's are a third of the tree): a mutant that then
-# fails to build is the mutant's fault.
+# tests need (the sample's: 31 targets, 28 s of the whole tree's 36 s on
+# 2 cores; the libraries are most of it): a mutant that then fails to
+# build is the mutant's fault.
 base_targets() {
 	while IFS=$'\x1f' read -r id _ _ _ tests mark; do
 		! wanted "$id" "$mark" || targets "$tests"
