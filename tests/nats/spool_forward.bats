@@ -23,7 +23,17 @@ setup_file() {
 
 teardown_file() {
 	[ -n "${NS_STORE:-}" ] || return 0
-	kill "$(cat "$NS_STORE/pid")" 2>/dev/null || true
+	local pid i state
+	pid=$(cat "$NS_STORE/pid")
+	kill "$pid" 2>/dev/null || true
+	# The server still writes its store while it shuts down (an rm beside
+	# it once met "Directory not empty"): remove the store only when the
+	# server is gone or a zombie, waiting 10 s at most.
+	for i in $(seq 100); do
+		state=$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null) || break
+		[ "$state" != Z ] || break
+		sleep 0.1
+	done
 	rm -rf "$NS_STORE"
 }
 
