@@ -18,4 +18,10 @@ int fsafe__batch_commit_names_unsynced(fsafe_batch *b);
 struct fsafe__sync_pool;
 void fsafe__batch_use_pool(fsafe_batch *b, struct fsafe__sync_pool *pool);
 
+#ifdef FSAFE_TESTING
+/* Test builds only: the fewest items of a commit that links new files
+   at their names (batch.c, LINK_NEW_MIN); -1 keeps that default. */
+extern volatile int fsafe__test_link_new_min;
+#endif
+
 #endif

@@ -69,6 +69,7 @@ struct fsafe_writer {
 	int sys_errno;
 	const char *step;
 	bool named;         /* the stage has a name in t.dirfd */
+	bool link_new;      /* unnamed, to be linked at t.name (o.link_new) */
 	bool published;
 	bool defer_dir_sync;
 	bool meta_changed;  /* mode, owner or xattrs set after creation */
@@ -102,6 +103,7 @@ int fsafe__wopts_load(struct fsafe__wopts *o,
 	o->length = 0;
 	o->restartable = false;
 	o->fresh = false;
+	o->link_new = false;
 	o->conditional = in.if_unchanged != NULL;
 	if (o->mode & ~(mode_t)07777)
 		return -EINVAL;
@@ -211,14 +213,18 @@ static int create_named_stage(fsafe_writer *w, mode_t mode)
 	return fail(w, r, "open");
 }
 
-static int create_stage(fsafe_writer *w, mode_t mode, bool named)
+/* link_new: the stage stays unnamed until the publish links it at the
+   target's name, so no sweep ever sees it and it needs no lock. */
+static int create_stage(fsafe_writer *w, mode_t mode, bool named,
+                        bool link_new)
 {
 	if (!named && !(w->flags & FSAFE_NO_TMPFILE)) {
 		int r = fsafe__openat(w->t.dirfd, ".", O_TMPFILE | O_WRONLY, mode);
 		if (r >= 0) {
 			w->fd = r;
+			w->link_new = link_new;
 			/* Unnamed: no sweep can reach it before the lock. */
-			return lock_stage(w, false);
+			return link_new ? 0 : lock_stage(w, false);
 		}
 		if (!tmpfile_unsupported(r))
 			return fail(w, r, "open");
@@ -402,7 +408,10 @@ static int writer_stage(fsafe_writer *w, const struct fsafe__wopts *o)
 	bool regular = w->t.exists && S_ISREG(w->t.st.st_mode);
 	w->xattrs_pending = regular && !(w->flags & FSAFE_NO_XATTRS);
 	mode_t mode = regular ? w->t.st.st_mode & 07777 : o->mode;
-	if (check_target(w) < 0 || create_stage(w, mode, o->one_shot) < 0 ||
+	/* In the caller's directory fd, the one its caller asked about. */
+	bool link_new = o->link_new && !w->t.exists && w->t.borrowed;
+	if (check_target(w) < 0 ||
+	    create_stage(w, mode, o->one_shot && !link_new, link_new) < 0 ||
 	    (regular && inherit_metadata(w, &w->t.st) < 0) ||
 	    (o->one_shot && allocate(w, o->length) < 0))
 		return fsafe__writer_finish(w);
@@ -558,33 +567,46 @@ int fsafe_writer_fd(const fsafe_writer *w)
 	return w->fd;
 }
 
-/* The stage's content is complete: copy the old target's attributes, and
-   give an O_TMPFILE stage a staging name. */
-int fsafe__writer_link(fsafe_writer *w)
+/* The unnamed stage linked at `name` in the target's directory. */
+static int link_unnamed(const fsafe_writer *w, const char *name)
 {
 	char proc[64];
+	/* AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH; /proc does not. */
+	int r = fsafe__linkat(w->fd, "", w->t.dirfd, name, AT_EMPTY_PATH);
+
+	if (r != -ENOENT && r != -EPERM)
+		return r;
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", w->fd);
+	return fsafe__linkat(AT_FDCWD, proc, w->t.dirfd, name,
+	                     AT_SYMLINK_FOLLOW);
+}
+
+/* An O_TMPFILE stage given a staging name. */
+static int name_stage(fsafe_writer *w)
+{
 	int r = -EEXIST;
 
-	if (!w->err && w->xattrs_pending)
-		inherit_xattrs(w);
-	if (w->err || w->named)
-		return w->err;
-
-	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", w->fd);
 	for (int i = 0; i < NAME_ATTEMPTS && r == -EEXIST; i++) {
 		if ((r = new_staging_name(w)) < 0)
 			return fail(w, r, "getrandom");
-		/* AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH; /proc does not. */
-		r = fsafe__linkat(w->fd, "", w->t.dirfd, w->staging,
-		                  AT_EMPTY_PATH);
-		if (r == -ENOENT || r == -EPERM)
-			r = fsafe__linkat(AT_FDCWD, proc, w->t.dirfd,
-			                  w->staging, AT_SYMLINK_FOLLOW);
+		r = link_unnamed(w, w->staging);
 	}
 	if (r < 0)
 		return fail(w, r, "link");
 	w->named = true;
 	return 0;
+}
+
+/* The stage's content is complete: copy the old target's attributes, and
+   give an O_TMPFILE stage a staging name (not one that the publish links
+   at the target's name). */
+int fsafe__writer_link(fsafe_writer *w)
+{
+	if (!w->err && w->xattrs_pending)
+		inherit_xattrs(w);
+	if (w->err || w->named || w->link_new)
+		return w->err;
+	return name_stage(w);
 }
 
 int fsafe__writer_sync_data(fsafe_writer *w)
@@ -687,6 +709,26 @@ static int publish_replace(fsafe_writer *w)
 	return r < 0 ? fail(w, r, "rename") : 0;
 }
 
+/*
+ * A new target's unnamed stage, its data synced: linked at the name, it is
+ * the target in one step (a crash before leaves no name at all). A file
+ * that someone put there since the check is replaced as any target is,
+ * through a locked staging name; create-only refuses it.
+ */
+static int publish_link_new(fsafe_writer *w)
+{
+	int r = link_unnamed(w, w->t.name);
+
+	if (r != -EEXIST || (w->flags & FSAFE_CREATE_ONLY))
+		return r < 0 ? fail(w, r, r == -EEXIST ? FSAFE__STEP_EXISTS
+		                                       : "link")
+		             : 0;
+	w->link_new = false;
+	if ((r = lock_stage(w, false)) < 0 || (r = name_stage(w)) < 0)
+		return r;
+	return publish_replace(w);
+}
+
 int fsafe__writer_publish(fsafe_writer *w)
 {
 	int r;
@@ -694,7 +736,10 @@ int fsafe__writer_publish(fsafe_writer *w)
 
 	if (w->err)
 		return w->err;
-	if (create_only) {
+	if (w->link_new) {
+		if ((r = publish_link_new(w)) < 0)
+			return r;
+	} else if (create_only) {
 		/* A target that appeared since the check: the same refusal. */
 		if ((r = publish_noreplace(w)) < 0) {
 			stage_swept(w, r);

@@ -41,6 +41,15 @@ struct fsafe__wopts {
 	/* The caller made the name new (a random id) and writes create-only:
 	   no lookup of the target before staging (FSAFE__TARGET_FRESH). */
 	bool fresh;
+	/* A new target's stage is unnamed (O_TMPFILE) until the publish,
+	   which links it at the target's name once its data is synced: one
+	   name made instead of a staging name, a rename and no lock (a
+	   batch's buffer items, where the caller's directory fd is on a
+	   filesystem that makes the link durable with its inode: the
+	   writer applies it only to a target in that fd). A target found
+	   there by then is replaced through a staging name, as without
+	   this. */
+	bool link_new;
 	/* Publish only if the target still matches `token`. */
 	bool conditional;
 	struct fsafe__token token;

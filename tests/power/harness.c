@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "batch.h"
 #include "fsafe.h"
 #include "staging.h"
 #include "sys.h"
@@ -46,6 +47,9 @@ void pw_init(void)
 	fill(pw_new_short, sizeof(pw_new_short), 4);
 	pw_sys_det = fsafe__sys_default;
 	pw_sys_det.getrandom = det_getrandom;
+	/* The workloads' batches are small: their new files are linked at
+	   their names wherever a large batch's would be. */
+	fsafe__test_link_new_min = 0;
 }
 
 void pw_returned(struct pw_progress *p, int i, int r)

@@ -19,10 +19,12 @@
 
 #include <cmocka.h>
 
+#include "batch.h"
 #include "fault.h"
 #include "fsafe.h"
 #include "sys.h"
 #include "testutil.h"
+#include "util.h"
 
 #define fx tu_fx
 
@@ -583,12 +585,16 @@ static void plain_names_borrow_the_callers_directory(void **state)
 		                                 strlen(contents[i]), NULL),
 		                 i);
 	}
+	/* Whether the directories link whole is given, not asked: asking
+	   makes calls of its own, as many as the filesystem needs. */
+	fsafe__test_renames_whole = 1;
 	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
 	assert_int_equal(fsafe_batch_commit(b), 0);
 	int opens = fault_calls_named("openat");
 	int dirsyncs = fault_calls_named("fsync");
 	int stats = fault_calls_named("fstat");
 	fault_remove();
+	fsafe__test_renames_whole = -1;
 	fsafe_batch_free(b);
 	for (int i = 0; i < N; i++) {
 		char name[32];
@@ -610,9 +616,10 @@ static void plain_names_borrow_the_callers_directory(void **state)
 }
 
 /*
- * A new file's stage is not stat'ed after its lock: a sweep of age 0
- * that takes one in the moment before the lock shows at its rename
- * (ENOENT), and that item alone is written again, as a one-shot write.
+ * A new file's named stage (FSAFE_NO_TMPFILE, or no O_TMPFILE here) is
+ * not stat'ed after its lock: a sweep of age 0 that takes one in the
+ * moment before the lock shows at its rename (ENOENT), and that item
+ * alone is written again, as a one-shot write.
  */
 static int race_dirfd, race_swept;
 
@@ -625,7 +632,10 @@ static void sweep_at_lock(int call, const char *name)
 
 static fsafe_batch *three_new(struct fx *f, const char *prefix)
 {
+	struct fsafe_write_opts o = FSAFE_WRITE_OPTS_INIT;
 	fsafe_batch *b;
+
+	o.flags = FSAFE_NO_TMPFILE;
 
 	assert_int_equal(fsafe_batch_new(NULL, &b), 0);
 	for (int i = 0; i < 3; i++) {
@@ -633,7 +643,7 @@ static fsafe_batch *three_new(struct fx *f, const char *prefix)
 		snprintf(name, sizeof(name), "%s%d", prefix, i);
 		snprintf(contents[i], sizeof(contents[i]), "swept %d", i);
 		assert_int_equal(fsafe_batch_add(b, f->dirfd, name, contents[i],
-		                                 strlen(contents[i]), NULL),
+		                                 strlen(contents[i]), &o),
 		                 i);
 	}
 	return b;
@@ -675,6 +685,162 @@ static void a_swept_stage_is_written_again(void **state)
 	assert_int_equal(fault_open_fds(), f->fds_before);
 }
 
+/*
+ * A new file's stage is unnamed until its data is synced, then linked at
+ * the file's name: no staging name, no lock, no rename.
+ */
+static void new_files_are_linked_at_their_names(void **state)
+{
+	struct fx *f = *state;
+	fsafe_batch *b;
+
+	fsafe__test_renames_whole = 1;
+	fsafe__test_link_new_min = 0;
+	assert_int_equal(fsafe_batch_new(NULL, &b), 0);
+	for (int i = 0; i < 3; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "n%d", i);
+		snprintf(contents[i], sizeof(contents[i]), "linked %d", i);
+		assert_int_equal(fsafe_batch_add(b, f->dirfd, name, contents[i],
+		                                 strlen(contents[i]), NULL),
+		                 i);
+	}
+	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
+	assert_int_equal(fsafe_batch_commit(b), 0);
+	int links = fault_calls_named("linkat");
+	int renames = fault_calls_named("renameat");
+	int locks = fault_calls_named("fcntl");
+	int first_link = fault_first_call_named("linkat");
+	int first_sync = INT_MAX;
+	const char *sync_calls[] = { "fdatasync", "syncfs", "fdatasync_many" };
+	for (int i = 0; i < 3; i++) {
+		int at = fault_first_call_named(sync_calls[i]);
+		if (at > 0 && at < first_sync)
+			first_sync = at;
+	}
+	fault_remove();
+	fsafe__test_renames_whole = -1;
+	fsafe__test_link_new_min = -1;
+	fsafe_batch_free(b);
+	print_message("linkat %d, renameat %d, fcntl %d\n", links, renames,
+	              locks);
+	assert_int_equal(links, 3);
+	assert_int_equal(renames, 0);
+	assert_int_equal(locks, 0);
+	/* The links come after the data sync. */
+	assert_true(first_sync < first_link);
+	for (int i = 0; i < 3; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "n%d", i);
+		assert_true(tu_equals(f->dir, name, contents[i],
+		                      strlen(contents[i])));
+	}
+	assert_int_equal(tu_count_staging(f->dir), 0);
+	assert_int_equal(fault_open_fds(), f->fds_before);
+}
+
+/* Named stages and renames: where a link is not known to be durable with
+   its inode (ext2, btrfs, any other), and in a commit too small to ask. */
+static int renames_of_three_new(struct fx *f, const char *prefix)
+{
+	fsafe_batch *b;
+
+	assert_int_equal(fsafe_batch_new(NULL, &b), 0);
+	for (int i = 0; i < 3; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "%s%d", prefix, i);
+		assert_int_equal(fsafe_batch_add(b, f->dirfd, name, "x", 1, NULL),
+		                 i);
+	}
+	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
+	assert_int_equal(fsafe_batch_commit(b), 0);
+	int renames = fault_calls_named("renameat");
+	assert_int_equal(fault_calls_named("linkat"), 0);
+	fault_remove();
+	fsafe_batch_free(b);
+	return renames;
+}
+
+static void new_files_are_renamed_elsewhere(void **state)
+{
+	struct fx *f = *state;
+
+	fsafe__test_renames_whole = 0;
+	fsafe__test_link_new_min = 0;
+	assert_int_equal(renames_of_three_new(f, "w"), 3);
+	fsafe__test_renames_whole = 1;
+	fsafe__test_link_new_min = -1; /* 8: three do not ask */
+	assert_int_equal(renames_of_three_new(f, "s"), 3);
+	/* A name with a directory part is in a directory of the writer's
+	   own, not the one asked about. */
+	fsafe__test_link_new_min = 0;
+	assert_int_equal(renames_of_three_new(f, "a/d"), 3);
+	fsafe__test_link_new_min = -1;
+	fsafe__test_renames_whole = -1;
+	assert_int_equal(tu_count_staging(f->dir), 0);
+}
+
+/* A file someone makes at the name between the check and the link. */
+static int appear_dirfd;
+
+static void appear_before_link(int call, const char *name)
+{
+	(void)call;
+	(void)name;
+	int fd = openat(appear_dirfd, "late", O_WRONLY | O_CREAT | O_CLOEXEC,
+	                0644);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "theirs", 6), 6);
+	close(fd);
+}
+
+static void late_target(struct fx *f, unsigned flags, int want)
+{
+	struct fsafe_write_opts o = FSAFE_WRITE_OPTS_INIT;
+	fsafe_batch *b;
+
+	o.flags = flags;
+	fsafe__test_renames_whole = 1;
+	fsafe__test_link_new_min = 0;
+	unlinkat(f->dirfd, "late", 0);
+	assert_int_equal(fsafe_batch_new(NULL, &b), 0);
+	assert_int_equal(fsafe_batch_add(b, f->dirfd, "late", "ours", 4, &o), 0);
+	/* The hook runs before one call: find the link's number first. */
+	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
+	assert_int_equal(fsafe_batch_commit(b), 0);
+	int link_at = fault_first_call_named("linkat");
+	fault_remove();
+	fsafe_batch_free(b);
+	assert_true(link_at > 0);
+
+	unlinkat(f->dirfd, "late", 0);
+	appear_dirfd = f->dirfd;
+	assert_int_equal(fsafe_batch_new(NULL, &b), 0);
+	assert_int_equal(fsafe_batch_add(b, f->dirfd, "late", "ours", 4, &o), 0);
+	fault_install(&(struct fault_plan){ .kind = FAULT_HOOK, .at = link_at,
+	                                    .hook = appear_before_link });
+	fsafe_batch_commit(b);
+	fault_remove();
+	fsafe__test_renames_whole = -1;
+	fsafe__test_link_new_min = -1;
+	assert_int_equal(fsafe_batch_result(b, 0), want);
+	fsafe_batch_free(b);
+	if (want == 0)
+		assert_true(tu_equals(f->dir, "late", "ours", 4));
+	else
+		assert_true(tu_equals(f->dir, "late", "theirs", 6));
+	assert_int_equal(tu_count_staging(f->dir), 0);
+	assert_int_equal(fault_open_fds(), f->fds_before);
+}
+
+/* Replaced, as the target of a plain write always is; create-only
+   refuses it, and theirs stays. */
+static void a_target_made_before_the_link_is_replaced(void **state)
+{
+	late_target(*state, 0, 0);
+	late_target(*state, FSAFE_CREATE_ONLY, -EEXIST);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -694,6 +860,9 @@ int main(void)
 		T(memory_stays_bounded),
 		T(plain_names_borrow_the_callers_directory),
 		T(a_swept_stage_is_written_again),
+		T(new_files_are_linked_at_their_names),
+		T(new_files_are_renamed_elsewhere),
+		T(a_target_made_before_the_link_is_replaced),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
