@@ -2,10 +2,13 @@
  * The directory inbox (see include/fsafe/inbox.h).
  *
  * Delivery goes through the atomic writer in create-only mode straight into
- * new/, as a one-shot write on the handle's own fd of new/: the stage is
- * named in the public staging form from the start, header and body written
- * and synced in one call, then published with renameat2(NOREPLACE) or link
- * and new/ synced. The id is new, so nothing is looked up first. Staging in
+ * new/, as a one-shot write on the handle's own fd of new/: header and body
+ * written and synced in one call, then published and new/ synced. Where a
+ * sync of new/ makes a link durable with its inode (renames_whole: ext3,
+ * ext4, xfs, tmpfs) the stage is unnamed (O_TMPFILE) and the publish links
+ * it at the id; elsewhere it is named in the public staging form from the
+ * start and published with renameat2(NOREPLACE) or link. The id is new, so
+ * nothing is looked up first. Staging in
  * a separate tmp/ would cost a second rename and a second directory sync
  * per message and buy nothing: consumers tell stages apart by
  * fsafe_is_staging_name(), and recovery sweeps them with fsafe_sweep().
@@ -277,8 +280,11 @@ static int deliver_as(fsafe_inbox *ib, const char *id, uint64_t seq,
 		return r;
 	/* A one-shot write on new/'s fd we hold: header and body written
 	   and synced in one call, and no lookup of the id, which is new
-	   (one that is not fails the publish with -EEXIST). */
+	   (one that is not fails the publish with -EEXIST). Where a link
+	   is durable with its inode, the stage is unnamed and linked at the
+	   id: no staging name to make, lock and rename. */
 	o.fresh = true;
+	o.link_new = ib->renames_whole;
 	return fsafe__write_oneshot(ib->newfd, id, iov, 2, o);
 }
 

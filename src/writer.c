@@ -548,8 +548,10 @@ int fsafe__writer_write_synced(fsafe_writer *w, const struct iovec *iov,
 		if (!iov[i].iov_base && iov[i].iov_len > 0)
 			return fail(w, -EINVAL, "write (NULL buffer)");
 	/* An O_TMPFILE stage is synced only once it has a name (btrfs):
-	   that one is written here and synced by sync_data. */
-	if (fsafe__writer_data_fd(w) < 0 || !w->named) {
+	   that one is written here and synced by sync_data. Not one that is
+	   linked at the target's name: that is done only where the link is
+	   durable with the inode (fsafe__wopts.link_new). */
+	if (fsafe__writer_data_fd(w) < 0 || (!w->named && !w->link_new)) {
 		for (int i = 0; i < n && r == 0; i++)
 			r = fsafe__write_all(w->fd, iov[i].iov_base,
 			                     iov[i].iov_len);

@@ -8,9 +8,11 @@
  *
  *   new/         delivered messages, one file each, named by their id.
  *                A delivery is staged beside its target by the atomic
- *                writer, so new/ may also hold staging files
- *                (fsafe_is_staging_name()): consumers skip them and
- *                fsafe_inbox_recover() sweeps the abandoned ones by age.
+ *                writer (unnamed, where the filesystem allows, else
+ *                under a staging name), so new/ may also hold staging
+ *                files (fsafe_is_staging_name()): consumers skip them
+ *                and fsafe_inbox_recover() sweeps the abandoned ones by
+ *                age.
  *   claimed/p-<token>/   claims of a process consumer, with its owner
  *                record ("owner", the lock's record format)
  *   claimed/n-<name>/    claims of a named consumer (no owner record)
@@ -92,9 +94,10 @@ struct fsafe_inbox_opts {
 	   quarantined. */
 	uint64_t max_message;
 	/* Passed to the writer that delivers (only FSAFE_NO_TMPFILE and
-	   FSAFE_NO_RENAMEAT2 are allowed, for filesystems and tests; a
-	   delivery is a one-shot write, its stage named from the start, so
-	   FSAFE_NO_TMPFILE changes nothing there). */
+	   FSAFE_NO_RENAMEAT2 are allowed, for filesystems and tests).
+	   FSAFE_NO_TMPFILE stages every delivery under a staging name; one
+	   is unnamed otherwise where a link is durable with its inode (ext3,
+	   ext4, xfs, tmpfs). */
 	unsigned write_flags;
 	/* Optional: filled in when the open fails, and kept by the handle:
 	   every later call on it, or on a consumer made from it, that fails
