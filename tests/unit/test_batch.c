@@ -146,6 +146,19 @@ static void commits_with_the_pool(void **state)
 	assert_all_new(f);
 }
 
+/* Commit b under a counting plan and free it: the number of its first
+   call named `name`, for a plan that acts there in a second commit. */
+static int first_call_of_commit(fsafe_batch *b, const char *name)
+{
+	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
+	assert_int_equal(fsafe_batch_commit(b), 0);
+	int at = fault_first_call_named(name);
+	fault_remove();
+	fsafe_batch_free(b);
+	assert_true(at > 0);
+	return at;
+}
+
 /* io_uring refused (ENOSYS, EPERM under seccomp): the pool takes over. */
 static void falls_back_when_io_uring_is_refused(void **state)
 {
@@ -157,13 +170,7 @@ static void falls_back_when_io_uring_is_refused(void **state)
 	fsafe_batch *b = fill(f, 0, 0);
 	assert_int_equal(fsafe_batch_commit(b), 0);
 	fsafe_batch_free(b);
-	b = fill(f, 0, 0);
-	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
-	assert_int_equal(fsafe_batch_commit(b), 0);
-	int at = fault_first_call_named("fdatasync_many");
-	fault_remove();
-	fsafe_batch_free(b);
-	assert_true(at > 0);
+	int at = first_call_of_commit(fill(f, 0, 0), "fdatasync_many");
 	for (size_t e = 0; e < 3; e++) {
 		b = fill(f, 0, 0);
 		fault_install(&(struct fault_plan){
@@ -630,6 +637,19 @@ static void sweep_at_lock(int call, const char *name)
 		race_swept = fsafe_sweep(race_dirfd, ".", 0, 0, NULL, NULL);
 }
 
+/* prefix0..2 hold contents[0..2]; no stage is left, no fd open. */
+static void three_written(struct fx *f, const char *prefix)
+{
+	for (int i = 0; i < 3; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "%s%d", prefix, i);
+		assert_true(tu_equals(f->dir, name, contents[i],
+		                      strlen(contents[i])));
+	}
+	assert_int_equal(tu_count_staging(f->dir), 0);
+	assert_int_equal(fault_open_fds(), f->fds_before);
+}
+
 static fsafe_batch *three_new(struct fx *f, const char *prefix)
 {
 	struct fsafe_write_opts o = FSAFE_WRITE_OPTS_INIT;
@@ -655,12 +675,7 @@ static void a_swept_stage_is_written_again(void **state)
 	fsafe_batch *b = three_new(f, "probe");
 
 	/* The hook runs before one call: find the first lock's number. */
-	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
-	assert_int_equal(fsafe_batch_commit(b), 0);
-	int lock_at = fault_first_call_named("fcntl");
-	fault_remove();
-	fsafe_batch_free(b);
-	assert_true(lock_at > 0);
+	int lock_at = first_call_of_commit(b, "fcntl");
 
 	b = three_new(f, "s");
 	race_dirfd = f->dirfd;
@@ -675,14 +690,7 @@ static void a_swept_stage_is_written_again(void **state)
 	for (size_t i = 0; i < 3; i++)
 		assert_int_equal(fsafe_batch_result(b, i), 0);
 	fsafe_batch_free(b);
-	for (int i = 0; i < 3; i++) {
-		char name[16];
-		snprintf(name, sizeof(name), "s%d", i);
-		assert_true(tu_equals(f->dir, name, contents[i],
-		                      strlen(contents[i])));
-	}
-	assert_int_equal(tu_count_staging(f->dir), 0);
-	assert_int_equal(fault_open_fds(), f->fds_before);
+	three_written(f, "s");
 }
 
 /*
@@ -729,14 +737,7 @@ static void new_files_are_linked_at_their_names(void **state)
 	assert_int_equal(locks, 0);
 	/* The links come after the data sync. */
 	assert_true(first_sync < first_link);
-	for (int i = 0; i < 3; i++) {
-		char name[16];
-		snprintf(name, sizeof(name), "n%d", i);
-		assert_true(tu_equals(f->dir, name, contents[i],
-		                      strlen(contents[i])));
-	}
-	assert_int_equal(tu_count_staging(f->dir), 0);
-	assert_int_equal(fault_open_fds(), f->fds_before);
+	three_written(f, "n");
 }
 
 /* Named stages and renames: where a link is not known to be durable with
@@ -806,12 +807,7 @@ static void late_target(struct fx *f, unsigned flags, int want)
 	assert_int_equal(fsafe_batch_new(NULL, &b), 0);
 	assert_int_equal(fsafe_batch_add(b, f->dirfd, "late", "ours", 4, &o), 0);
 	/* The hook runs before one call: find the link's number first. */
-	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
-	assert_int_equal(fsafe_batch_commit(b), 0);
-	int link_at = fault_first_call_named("linkat");
-	fault_remove();
-	fsafe_batch_free(b);
-	assert_true(link_at > 0);
+	int link_at = first_call_of_commit(b, "linkat");
 
 	unlinkat(f->dirfd, "late", 0);
 	appear_dirfd = f->dirfd;
