@@ -69,7 +69,10 @@ int fsafe__mkdir_p(int dirfd, const char *path, mode_t mode, bool sync,
  * apart, so there, as on any other or unknown filesystem (or when asking
  * fails), false: a caller that needs both halves syncs both directories.
  * ext3 and ext4 are told from ext2, which has their magic number, by the
- * type /proc/self/mountinfo names for fd's device.
+ * type /proc/self/mountinfo names for fd's device. The same journals make
+ * a new link durable with its inode's link count by a sync of the link's
+ * directory, which the unnamed stages linked at their names rely on
+ * (a batch's new files, an inbox's deliveries: fsafe__wopts.link_new).
  */
 bool fsafe__renames_whole(int fd);
 
