@@ -38,6 +38,9 @@ static int fail(struct fsafe_error *error, int r, const char *step)
 /* The fewest items a commit must have to ask how its directories link
    (links_whole). */
 #define LINK_NEW_MIN 8
+/* The most directory fds a commit asks about; items in others stage as
+   if their directory did not link whole. */
+#define PROBED_MAX 4
 #define NO_DIR ((size_t)-1)
 
 struct item {
@@ -69,8 +72,13 @@ struct fsafe_batch {
 	size_t n, cap;
 	struct dir *dirs;
 	size_t ndirs, dcap;
-	int probed_fd;     /* the caller's directory fd last asked about */
-	bool probed_whole; /* ...and whether it links whole (links_whole) */
+	/* The caller's directory fds asked about, and whether each links
+	   whole (links_whole). */
+	struct probed {
+		int fd;
+		bool whole;
+	} probed[PROBED_MAX];
+	size_t nprobed;
 };
 
 /*
@@ -109,7 +117,6 @@ int fsafe_batch_new(const struct fsafe_batch_opts *opts, fsafe_batch **out)
 	b->flags = in.flags;
 	b->inflight = in.max_inflight ? in.max_inflight : default_inflight();
 	b->syncfs_min = in.syncfs_min ? in.syncfs_min : FSAFE_BATCH_SYNCFS_MIN;
-	b->probed_fd = -1;
 	*out = b;
 	return 0;
 }
@@ -196,17 +203,22 @@ volatile int fsafe__test_link_new_min = -1;
  * the rename. Asking costs about 31 us here (fstatfs, fstat, a read of
  * /proc/self/mountinfo), what five items save, so a commit of fewer than
  * LINK_NEW_MIN items does not ask. Once per caller's directory fd a
- * commit: it names the same directory until the commit returns.
+ * commit (it names the same directory until the commit returns), for at
+ * most PROBED_MAX of them, so that items spread over many directory fds
+ * cost no more than before.
  */
 static bool links_whole(fsafe_batch *b, int dirfd)
 {
 	if (b->n < LINK_NEW_MIN_NOW)
 		return false;
-	if (dirfd != b->probed_fd) {
-		b->probed_fd = dirfd;
-		b->probed_whole = fsafe__renames_whole(dirfd);
-	}
-	return b->probed_whole;
+	for (size_t i = 0; i < b->nprobed; i++)
+		if (b->probed[i].fd == dirfd)
+			return b->probed[i].whole;
+	if (b->nprobed == PROBED_MAX)
+		return false;
+	bool whole = fsafe__renames_whole(dirfd);
+	b->probed[b->nprobed++] = (struct probed){ dirfd, whole };
+	return whole;
 }
 
 /* Stage and fill an item's writer, and give its stage a name (not a new

@@ -781,6 +781,45 @@ static void new_files_are_renamed_elsewhere(void **state)
 	assert_int_equal(tu_count_staging(f->dir), 0);
 }
 
+/* Items spread over many directory fds: each fd is asked about once,
+   and no more than four are; the rest stage named, as before. */
+static void few_directories_are_asked_about(void **state)
+{
+	struct fx *f = *state;
+	int fds[5];
+	fsafe_batch *b;
+
+	fsafe__test_link_new_min = 0;
+	for (int d = 0; d < 5; d++) {
+		char name[16];
+		snprintf(name, sizeof(name), "dir%d", d);
+		assert_int_equal(mkdirat(f->dirfd, name, 0755), 0);
+		fds[d] = openat(f->dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		assert_true(fds[d] >= 0);
+	}
+	assert_int_equal(fsafe_batch_new(NULL, &b), 0);
+	for (int i = 0; i < 10; i++) { /* the fds taking turns */
+		char name[16];
+		snprintf(name, sizeof(name), "m%d", i);
+		assert_int_equal(fsafe_batch_add(b, fds[i % 5], name, "x", 1, NULL),
+		                 i);
+	}
+	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
+	assert_int_equal(fsafe_batch_commit(b), 0);
+	int asked = fault_calls_named("fstatfs");
+	int links = fault_calls_named("linkat");
+	int renames = fault_calls_named("renameat");
+	fault_remove();
+	fsafe__test_link_new_min = -1;
+	fsafe_batch_free(b);
+	assert_int_equal(asked, 4);
+	bool whole = fsafe__renames_whole(fds[0]);
+	assert_int_equal(links, whole ? 8 : 0);
+	assert_int_equal(renames, whole ? 2 : 10);
+	for (int d = 0; d < 5; d++)
+		close(fds[d]);
+}
+
 /* A file someone makes at the name between the check and the link. */
 static int appear_dirfd;
 
@@ -858,6 +897,7 @@ int main(void)
 		T(a_swept_stage_is_written_again),
 		T(new_files_are_linked_at_their_names),
 		T(new_files_are_renamed_elsewhere),
+		T(few_directories_are_asked_about),
 		T(a_target_made_before_the_link_is_replaced),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
