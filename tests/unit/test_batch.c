@@ -146,6 +146,17 @@ static void commits_with_the_pool(void **state)
 	assert_all_new(f);
 }
 
+/* Commit b under a counting plan: counts[i], the calls named names[i]. */
+static void commit_counting(fsafe_batch *b, const char *const *names,
+                            int *counts, int n)
+{
+	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
+	assert_int_equal(fsafe_batch_commit(b), 0);
+	for (int i = 0; i < n; i++)
+		counts[i] = fault_calls_named(names[i]);
+	fault_remove();
+}
+
 /* Commit b under a counting plan and free it: the number of its first
    call named `name`, for a plan that acts there in a second commit. */
 static int first_call_of_commit(fsafe_batch *b, const char *name)
@@ -595,12 +606,9 @@ static void plain_names_borrow_the_callers_directory(void **state)
 	/* Whether the directories link whole is given, not asked: asking
 	   makes calls of its own, as many as the filesystem needs. */
 	fsafe__test_renames_whole = 1;
-	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
-	assert_int_equal(fsafe_batch_commit(b), 0);
-	int opens = fault_calls_named("openat");
-	int dirsyncs = fault_calls_named("fsync");
-	int stats = fault_calls_named("fstat");
-	fault_remove();
+	int n[3];
+	commit_counting(b, (const char *[]){ "openat", "fsync", "fstat" }, n, 3);
+	int opens = n[0], dirsyncs = n[1], stats = n[2];
 	fsafe__test_renames_whole = -1;
 	fsafe_batch_free(b);
 	for (int i = 0; i < N; i++) {
@@ -753,13 +761,11 @@ static int renames_of_three_new(struct fx *f, const char *prefix)
 		assert_int_equal(fsafe_batch_add(b, f->dirfd, name, "x", 1, NULL),
 		                 i);
 	}
-	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
-	assert_int_equal(fsafe_batch_commit(b), 0);
-	int renames = fault_calls_named("renameat");
-	assert_int_equal(fault_calls_named("linkat"), 0);
-	fault_remove();
+	int n[2];
+	commit_counting(b, (const char *[]){ "renameat", "linkat" }, n, 2);
 	fsafe_batch_free(b);
-	return renames;
+	assert_int_equal(n[1], 0);
+	return n[0];
 }
 
 static void new_files_are_renamed_elsewhere(void **state)
@@ -804,12 +810,10 @@ static void few_directories_are_asked_about(void **state)
 		assert_int_equal(fsafe_batch_add(b, fds[i % 5], name, "x", 1, NULL),
 		                 i);
 	}
-	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
-	assert_int_equal(fsafe_batch_commit(b), 0);
-	int asked = fault_calls_named("fstatfs");
-	int links = fault_calls_named("linkat");
-	int renames = fault_calls_named("renameat");
-	fault_remove();
+	int n[3];
+	commit_counting(b, (const char *[]){ "fstatfs", "linkat", "renameat" },
+	                n, 3);
+	int asked = n[0], links = n[1], renames = n[2];
 	fsafe__test_link_new_min = -1;
 	fsafe_batch_free(b);
 	assert_int_equal(asked, 4);
