@@ -22,6 +22,7 @@
 #include "opts.h"
 #include "syncmany.h"
 #include "sys.h"
+#include "target.h"
 #include "util.h"
 #include "writer.h"
 
@@ -202,14 +203,15 @@ volatile int fsafe__test_link_new_min = -1;
  * dropped (tests/power, ext2, in full). btrfs is left out with it, as for
  * the rename. Asking costs about 31 us here (fstatfs, fstat, a read of
  * /proc/self/mountinfo), what five items save, so a commit of fewer than
- * LINK_NEW_MIN items does not ask. Once per caller's directory fd a
- * commit (it names the same directory until the commit returns), for at
- * most PROBED_MAX of them, so that items spread over many directory fds
- * cost no more than before.
+ * LINK_NEW_MIN items does not ask, nor does an item whose target is not
+ * in the caller's fd itself (the writer links only there). Once per
+ * caller's directory fd a commit (it names the same directory until the
+ * commit returns), for at most PROBED_MAX of them, so that items spread
+ * over many directory fds cost no more than before.
  */
-static bool links_whole(fsafe_batch *b, int dirfd)
+static bool links_whole(fsafe_batch *b, int dirfd, const char *path)
 {
-	if (b->n < LINK_NEW_MIN_NOW)
+	if (b->n < LINK_NEW_MIN_NOW || !fsafe__target_borrows(dirfd, path))
 		return false;
 	for (size_t i = 0; i < b->nprobed; i++)
 		if (b->probed[i].fd == dirfd)
@@ -226,7 +228,7 @@ static bool links_whole(fsafe_batch *b, int dirfd)
 static void stage(fsafe_batch *b, struct item *it)
 {
 	if (!it->w) {
-		it->o.link_new = links_whole(b, it->dirfd);
+		it->o.link_new = links_whole(b, it->dirfd, it->path);
 		it->result = fsafe__writer_open(it->dirfd, it->path, &it->o, &it->w);
 		if (it->result < 0)
 			return;

@@ -94,6 +94,11 @@ int fsafe__target_follow(struct fsafe__target *t, const char **step)
 	}
 }
 
+bool fsafe__target_borrows(int dirfd, const char *path)
+{
+	return dirfd >= 0 && !strchr(path, '/');
+}
+
 int fsafe__target_resolve(int dirfd, const char *path, unsigned how,
                           struct fsafe__target *t, const char **step)
 {
@@ -113,7 +118,7 @@ int fsafe__target_resolve(int dirfd, const char *path, unsigned how,
 		return r;
 	strcpy(t->name, base);
 
-	if ((how & FSAFE__TARGET_BORROW) && dirfd >= 0 && base == path) {
+	if ((how & FSAFE__TARGET_BORROW) && fsafe__target_borrows(dirfd, path)) {
 		t->dirfd = dirfd;
 		t->borrowed = true;
 	} else if (how & FSAFE__TARGET_MKDIR) {

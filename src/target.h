@@ -41,6 +41,10 @@ enum {
 	FSAFE__TARGET_FRESH = 1u << 4,
 };
 
+/* Whether FSAFE__TARGET_BORROW would use `dirfd` itself for `path`: a
+   name of one component beside a real descriptor. */
+bool fsafe__target_borrows(int dirfd, const char *path);
+
 /* Resolve `path` relative to `dirfd`, as FSAFE__TARGET_* `how` says. On
    failure *step names what failed. */
 int fsafe__target_resolve(int dirfd, const char *path, unsigned how,

@@ -213,22 +213,22 @@ static int create_named_stage(fsafe_writer *w, mode_t mode)
 	return fail(w, r, "open");
 }
 
-/* link_new: the stage stays unnamed until the publish links it at the
-   target's name, so no sweep ever sees it and it needs no lock. */
-static int create_stage(fsafe_writer *w, mode_t mode, bool named,
-                        bool link_new)
+/* A stage that w->link_new keeps unnamed until the publish links it at
+   the target's name needs no lock: no sweep ever sees it. A named one
+   (FSAFE_NO_TMPFILE, no O_TMPFILE here) is published as any other. */
+static int create_stage(fsafe_writer *w, mode_t mode, bool named)
 {
 	if (!named && !(w->flags & FSAFE_NO_TMPFILE)) {
 		int r = fsafe__openat(w->t.dirfd, ".", O_TMPFILE | O_WRONLY, mode);
 		if (r >= 0) {
 			w->fd = r;
-			w->link_new = link_new;
 			/* Unnamed: no sweep can reach it before the lock. */
-			return link_new ? 0 : lock_stage(w, false);
+			return w->link_new ? 0 : lock_stage(w, false);
 		}
 		if (!tmpfile_unsupported(r))
 			return fail(w, r, "open");
 	}
+	w->link_new = false;
 	return create_named_stage(w, mode);
 }
 
@@ -409,9 +409,9 @@ static int writer_stage(fsafe_writer *w, const struct fsafe__wopts *o)
 	w->xattrs_pending = regular && !(w->flags & FSAFE_NO_XATTRS);
 	mode_t mode = regular ? w->t.st.st_mode & 07777 : o->mode;
 	/* In the caller's directory fd, the one its caller asked about. */
-	bool link_new = o->link_new && !w->t.exists && w->t.borrowed;
+	w->link_new = o->link_new && !w->t.exists && w->t.borrowed;
 	if (check_target(w) < 0 ||
-	    create_stage(w, mode, o->one_shot && !link_new, link_new) < 0 ||
+	    create_stage(w, mode, o->one_shot && !w->link_new) < 0 ||
 	    (regular && inherit_metadata(w, &w->t.st) < 0) ||
 	    (o->one_shot && allocate(w, o->length) < 0))
 		return fsafe__writer_finish(w);
