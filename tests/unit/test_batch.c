@@ -39,7 +39,13 @@ static int setup(void **state)
 	return 0;
 }
 
-#define teardown tu_fx_teardown
+/* The test hooks back to their defaults, also after a failed assert. */
+static int teardown(void **state)
+{
+	fsafe__test_renames_whole = -1;
+	fsafe__test_link_new_min = -1;
+	return tu_fx_teardown(state);
+}
 
 #define N 60
 
@@ -609,7 +615,6 @@ static void plain_names_borrow_the_callers_directory(void **state)
 	int n[3];
 	commit_counting(b, (const char *[]){ "openat", "fsync", "fstat" }, n, 3);
 	int opens = n[0], dirsyncs = n[1], stats = n[2];
-	fsafe__test_renames_whole = -1;
 	fsafe_batch_free(b);
 	for (int i = 0; i < N; i++) {
 		char name[32];
@@ -735,8 +740,6 @@ static void new_files_are_linked_at_their_names(void **state)
 			first_sync = at;
 	}
 	fault_remove();
-	fsafe__test_renames_whole = -1;
-	fsafe__test_link_new_min = -1;
 	fsafe_batch_free(b);
 	print_message("linkat %d, renameat %d, fcntl %d\n", links, renames,
 	              locks);
@@ -782,8 +785,6 @@ static void new_files_are_renamed_elsewhere(void **state)
 	   own, not the one asked about. */
 	fsafe__test_link_new_min = 0;
 	assert_int_equal(renames_of_three_new(f, "a/d"), 3);
-	fsafe__test_link_new_min = -1;
-	fsafe__test_renames_whole = -1;
 	assert_int_equal(tu_count_staging(f->dir), 0);
 }
 
@@ -814,7 +815,6 @@ static void few_directories_are_asked_about(void **state)
 	commit_counting(b, (const char *[]){ "fstatfs", "linkat", "renameat" },
 	                n, 3);
 	int asked = n[0], links = n[1], renames = n[2];
-	fsafe__test_link_new_min = -1;
 	fsafe_batch_free(b);
 	assert_int_equal(asked, 4);
 	bool whole = fsafe__renames_whole(fds[0]);
@@ -860,8 +860,6 @@ static void late_target(struct fx *f, unsigned flags, int want)
 	                                    .hook = appear_before_link });
 	fsafe_batch_commit(b);
 	fault_remove();
-	fsafe__test_renames_whole = -1;
-	fsafe__test_link_new_min = -1;
 	assert_int_equal(fsafe_batch_result(b, 0), want);
 	fsafe_batch_free(b);
 	if (want == 0)
