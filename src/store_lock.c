@@ -113,6 +113,19 @@ static int byte_lock(int fd, short type, off_t at)
 	return errno == EACCES ? -EAGAIN : -errno;
 }
 
+/* 1 when another description holds the turnstile: someone waits. */
+static int turn_taken(int fd)
+{
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
+		            .l_start = TURN_BYTE, .l_len = 1 };
+	int r;
+
+	do
+		r = SYS->fcntl_lock(fd, F_OFD_GETLK, &fl);
+	while (r < 0 && errno == EINTR);
+	return r < 0 ? -errno : fl.l_type != F_UNLCK;
+}
+
 /* The lock and the flock, or neither: 0, -EAGAIN, -errno. */
 static int try_both(int fd)
 {
@@ -169,13 +182,18 @@ static int wait_turn(struct wait *w)
 	                            BACKOFF_MAX_NS, w->rng >> 33);
 }
 
-/* The turnstile, then the lock: 0 both, 1 only the turnstile, -EAGAIN
-   neither, -errno. */
+/* The lock, through the turnstile: 0 locked, 1 only the turnstile held
+   (waiting in line), -EAGAIN neither, -errno. Nobody in line and the
+   lock free: taken straight away, the turnstile only looked at. */
 static int try_take(struct fsafe__store_lock *l, struct wait *w)
 {
 	int r;
 
 	if (!l->turn) {
+		if ((r = turn_taken(l->fd)) != 0)
+			return r > 0 ? -EAGAIN : r;
+		if ((r = try_both(l->fd)) != -EAGAIN)
+			return r;
 		if ((r = byte_lock(l->fd, F_WRLCK, TURN_BYTE)) < 0)
 			return r;
 		l->turn = true;
@@ -219,14 +237,15 @@ int fsafe__store_lock_take(struct fsafe__store_lock *l, int dirfd,
 {
 	struct wait w = { .t0 = fsafe__mono_ns(),
 		          .backoff_ns = BACKOFF_MIN_NS };
+	pid_t pid = getpid();
 	int r;
 
 	w.limit_ns = timeout_ms >= FSAFE_FOREVER / 1000000 ? 0
 	                                                   : timeout_ms * 1000000;
-	w.rng = w.t0 ^ (uint64_t)getpid() << 32;
+	w.rng = w.t0 ^ (uint64_t)pid << 32;
 	/* A child after fork() shares the parent's description, and with
 	   it the parent's locks: it needs one of its own. */
-	if (l->fd >= 0 && l->pid != getpid())
+	if (l->fd >= 0 && l->pid != pid)
 		fsafe__store_lock_close(l);
 	while ((r = attempt(l, dirfd, &w, step)) == -EAGAIN) {
 		w.reopens = 0;
