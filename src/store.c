@@ -50,6 +50,10 @@ struct fsafe_store {
 	   update callback would wait for itself. */
 	bool locked;
 	struct fsafe__store_lock lock;
+	/* A sync of the directory makes a link durable with its inode
+	   (fsafe__renames_whole, asked at open): a new key's record is
+	   staged unnamed and linked at its name. */
+	bool links_whole;
 };
 
 /* A failed step of a call on the handle, told through its error door.
@@ -329,10 +333,13 @@ static int store_unlock(fsafe_store *s, int r)
 /* Publish header + key + payload as one one-shot write on the store's
    own directory fd (a named stage, written and synced in one call), which
    tells its failed step through the handle's door. A symbolic link at
-   the name is replaced, never followed out of the store. */
+   the name is replaced, never followed out of the store. A key `absent`
+   under the lock is not looked up again, and where the directory links
+   whole its record is staged unnamed and linked at the name: one name
+   made, no staging name, no rename, no lock on the stage. */
 static int rec_write(const fsafe_store *s, const char *name, const void *key,
                      size_t klen, uint64_t version, const void *buf,
-                     size_t len)
+                     size_t len, bool absent)
 {
 	struct fsafe_write_opts wo = FSAFE_WRITE_OPTS_INIT;
 	struct fsafe__wopts o;
@@ -344,6 +351,8 @@ static int rec_write(const fsafe_store *s, const char *name, const void *key,
 	wo.mode = s->mode;
 	wo.error = s->error;
 	int r = fsafe__wopts_load(&o, &wo);
+	o.absent = absent;
+	o.link_new = absent && s->links_whole;
 	return r < 0 ? r : fsafe__write_oneshot(s->dirfd, name, iov, 2, o);
 }
 
@@ -394,7 +403,8 @@ static int read_fail(const fsafe_store *s, int r, const char *why)
    quarantines a directory). An error reading it fails the put: restarting
    at 1 could let a stale compare-and-swap through. */
 static int next_version(const fsafe_store *s, const char *name,
-                        const void *key, size_t klen, uint64_t *v)
+                        const void *key, size_t klen, uint64_t *v,
+                        bool *absent)
 {
 	struct rec_read rr = { .mode = 0 };
 	struct fsafe__rec rec;
@@ -402,6 +412,7 @@ static int next_version(const fsafe_store *s, const char *name,
 	int r = rec_read_why(s->dirfd, name, key, klen, &rec, &rr, &why);
 
 	*v = r == 0 && rec.version + 1 ? rec.version + 1 : 1;
+	*absent = r == -ENOENT;
 	if (r == -EBADMSG && why == WHY_DIR)
 		return quarantine_dir(s, name);
 	if (r == 0 || r == -ENOENT || r == -EBADMSG)
@@ -420,15 +431,16 @@ int fsafe_store_put(fsafe_store *s, const void *key, size_t klen,
 {
 	char name[NAME_CAP];
 	uint64_t v;
+	bool absent;
 	int r;
 
 	assert(s);
 	if ((r = key_args(s, key, klen, buf, len, name)) < 0 ||
 	    (r = store_lock(s)) < 0)
 		return r;
-	if ((r = next_version(s, name, key, klen, &v)) < 0)
+	if ((r = next_version(s, name, key, klen, &v, &absent)) < 0)
 		return store_unlock(s, r);
-	r = rec_write(s, name, key, klen, v, buf ? buf : "", len);
+	r = rec_write(s, name, key, klen, v, buf ? buf : "", len, absent);
 	if (r == 0 || r == FSAFE_ENOTDURABLE)
 		set_version(version, v);
 	return store_unlock(s, r);
@@ -436,14 +448,16 @@ int fsafe_store_put(fsafe_store *s, const void *key, size_t klen,
 
 /* The current record's version, fully verified; 0 when there is none. */
 static int current_version(const fsafe_store *s, const char *name,
-                           const void *key, size_t klen, uint64_t *v)
+                           const void *key, size_t klen, uint64_t *v,
+                           bool *absent)
 {
 	struct rec_read rr = { .mode = 1 };
 	struct fsafe__rec rec;
 	int r = rec_read(s->dirfd, name, key, klen, &rec, &rr);
 
 	*v = r == 0 ? rec.version : 0;
-	return r == -ENOENT ? 0 : r;
+	*absent = r == -ENOENT;
+	return *absent ? 0 : r;
 }
 
 int fsafe_store_put_if(fsafe_store *s, const void *key, size_t klen,
@@ -452,19 +466,21 @@ int fsafe_store_put_if(fsafe_store *s, const void *key, size_t klen,
 {
 	char name[NAME_CAP];
 	uint64_t cur;
+	bool absent;
 	int r;
 
 	assert(s);
 	if ((r = key_args(s, key, klen, buf, len, name)) < 0 ||
 	    (r = store_lock(s)) < 0)
 		return r;
-	r = current_version(s, name, key, klen, &cur);
+	r = current_version(s, name, key, klen, &cur, &absent);
 	if (r == -EBADMSG || (r == 0 && cur != expected))
 		return store_unlock(s, fail(s, FSAFE_ECONFLICT,
 		                               "compare version"));
 	if (r < 0)
 		return store_unlock(s, read_fail(s, r, NULL));
-	r = rec_write(s, name, key, klen, cur + 1, buf ? buf : "", len);
+	r = rec_write(s, name, key, klen, cur + 1, buf ? buf : "", len,
+	              absent);
 	if (r == 0 || r == FSAFE_ENOTDURABLE)
 		set_version(version, cur + 1);
 	return store_unlock(s, r);
@@ -508,7 +524,7 @@ static int update_apply(const fsafe_store *s, const char *name,
 		return fail(s, -EINVAL,
 		            "update callback's new value (not set)");
 	uint64_t v = old && old->version + 1 ? old->version + 1 : 1;
-	r = rec_write(s, name, key, klen, v, nb ? nb : "", nl);
+	r = rec_write(s, name, key, klen, v, nb ? nb : "", nl, false);
 	if (r == 0 || r == FSAFE_ENOTDURABLE)
 		set_version(version, v);
 	return r;
@@ -671,6 +687,7 @@ int fsafe_store_open(int dirfd, const char *path,
 	s->write_flags = o.write_flags;
 	s->mode = o.mode;
 	s->lock_timeout_ms = o.lock_timeout_ms;
+	s->links_whole = fsafe__renames_whole(s->dirfd);
 	fsafe__store_lock_init(&s->lock);
 	/* Best effort: a store on a read-only filesystem still reads. */
 	if (!(o.flags & FSAFE_STORE_NO_SWEEP)) {

@@ -36,8 +36,9 @@ enum {
 	   be an O_PATH descriptor, which cannot be synced:
 	   fsafe__target_sync_dir() copes. */
 	FSAFE__TARGET_BORROW = 1u << 3,
-	/* The name is new by construction (a fresh random id) and the write
-	   is create-only: no lookup; the no-replace publish is the check. */
+	/* The name is new by construction (a fresh random id, and the write
+	   is create-only: the no-replace publish is the check), or its
+	   caller just saw it free under a lock of its own: no lookup. */
 	FSAFE__TARGET_FRESH = 1u << 4,
 };
 

@@ -103,6 +103,7 @@ int fsafe__wopts_load(struct fsafe__wopts *o,
 	o->length = 0;
 	o->restartable = false;
 	o->fresh = false;
+	o->absent = false;
 	o->link_new = false;
 	o->conditional = in.if_unchanged != NULL;
 	if (o->mode & ~(mode_t)07777)
@@ -475,8 +476,9 @@ static int resolve(int dirfd, const char *path, const struct fsafe__wopts *o,
 	               (f & FSAFE_NO_SYNC ? FSAFE__TARGET_NOSYNC : 0) |
 	               (f & FSAFE_NO_FOLLOW ? 0 : FSAFE__TARGET_FOLLOW) |
 	               (o->borrow_dirfd ? FSAFE__TARGET_BORROW : 0) |
-	               (o->fresh && (f & FSAFE_CREATE_ONLY) ? FSAFE__TARGET_FRESH
-	                                                    : 0);
+	               ((o->fresh && (f & FSAFE_CREATE_ONLY)) || o->absent
+	                        ? FSAFE__TARGET_FRESH
+	                        : 0);
 	int r = fsafe__target_resolve(dirfd, path, how, t, &step);
 
 	if (r < 0)

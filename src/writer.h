@@ -41,6 +41,12 @@ struct fsafe__wopts {
 	/* The caller made the name new (a random id) and writes create-only:
 	   no lookup of the target before staging (FSAFE__TARGET_FRESH). */
 	bool fresh;
+	/* The caller found no file at the name just now, under a lock of
+	   its own that keeps its peers off it (the keyed store's put of a
+	   new key): no lookup of the target before staging. Not
+	   create-only: a file put there by other hands meanwhile is
+	   replaced, without its metadata carried over. */
+	bool absent;
 	/* A new target's stage is unnamed (O_TMPFILE) until the publish,
 	   which links it at the target's name once its data is synced: one
 	   name made instead of a staging name, a rename and no lock (a

@@ -27,6 +27,7 @@
 #include "fault.h"
 #include "storeutil.h"
 #include "testutil.h"
+#include "util.h"
 
 struct ctx {
 	char *scratch;
@@ -204,6 +205,9 @@ static void write_steps_fill_error(void **state)
 	assert_true(c->e.published);
 	expect_detail(c, FSAFE_ENOTDURABLE, EIO, "fsync directory");
 
+	/* A replace: a new key's record is linked where the directory
+	   links whole, and renamed elsewhere. */
+	su_put(c->s, "k", "v", 1);
 	plan = (struct fault_plan){ .kind = FAULT_NONE };
 	fault_install(&plan);
 	su_put(c->s, "k", "v", 1);
@@ -220,6 +224,43 @@ static void write_steps_fill_error(void **state)
 	assert_false(c->e.published);
 	assert_non_null(c->e.step);
 	assert_int_equal(su_content(c->s, "k", "v", 1, NULL, 0), SU_OLD);
+}
+
+/* Another hand's file at a new key's name, made between the put's read
+   (none there) and the link of its unnamed stage: replaced as any
+   record is, through a staging name, and nothing left behind. */
+static char appear_path[4300];
+
+static void appear_before_link(int call, const char *name)
+{
+	(void)call;
+	(void)name;
+	tu_put(appear_path, "k-6e", "theirs", 6);
+}
+
+static void a_file_made_before_a_new_keys_link_is_replaced(void **state)
+{
+	struct ctx *c = *state;
+
+	fsafe__test_renames_whole = 1;
+	fsafe_store *s = open_with(c, 20000);
+	fsafe__test_renames_whole = -1;
+	su_put(s, "warm-up", "w", 1);
+	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
+	assert_int_equal(fsafe_store_put(s, "n", 1, "ours", 4, NULL), 0);
+	int at = last_call_named("linkat");
+	fault_remove();
+	assert_true(at > 0);
+	assert_int_equal(fsafe_store_delete(s, "n", 1), 0);
+	snprintf(appear_path, sizeof(appear_path), "%s", c->dir);
+	fault_install(&(struct fault_plan){ .kind = FAULT_HOOK, .at = at,
+	                                    .hook = appear_before_link });
+	int r = fsafe_store_put(s, "n", 1, "ours", 4, NULL);
+	fault_remove();
+	assert_int_equal(r, 0);
+	assert_int_equal(su_content(s, "n", "theirs", 6, "ours", 4), SU_NEW);
+	assert_int_equal(tu_count_staging(c->dir), 0);
+	fsafe_store_close(s);
 }
 
 /* ---- update verdicts ----------------------------------------------------- */
@@ -529,6 +570,7 @@ int main(void)
 		T(calls_fill_error),
 		T(lock_dir_fills_error),
 		T(write_steps_fill_error),
+	T(a_file_made_before_a_new_keys_link_is_replaced),
 		T(update_zero_changes_nothing),
 		T(update_verdicts),
 		T(update_reentry_is_edeadlk),
