@@ -99,6 +99,34 @@ static void call_names(int n, char *names, size_t size)
 	}
 }
 
+/* Run op(arg) under a counting plan: its result, the number of calls it
+   made through the table and their names, space-separated. The trace
+   stays readable (fault_calls_named) until the next plan. */
+static int counted(int (*op)(void *), void *arg, int *calls, char *names,
+                   size_t size)
+{
+	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
+	int r = op(arg);
+	*calls = fault_calls();
+	call_names(*calls, names, size);
+	fault_remove();
+	return r;
+}
+
+struct write_op {
+	const struct count_case *c;
+	struct tu_fx *f;
+	const char *name;
+	const void *buf;
+};
+
+static int run_write(void *arg)
+{
+	struct write_op *w = arg;
+
+	return write_one(w->c, w->f, w->name, w->buf);
+}
+
 /* The calls of one write of case c, after a warm-up write; *names gets
    them, space-separated, and *old_kernel the calls an older kernel adds:
    3 where the target's attributes were listed through an fd of its own
@@ -114,13 +142,12 @@ static int count(const struct count_case *c, struct tu_fx *f, const char *buf,
 	assert_int_equal(write_one(c, f, "warm-up", buf), 0);
 	if (c->replace)
 		assert_int_equal(write_one(c, f, target, buf), 0);
-	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
-	int r = write_one(c, f, target, buf);
-	int n = fault_calls();
+	struct write_op w = { c, f, target, buf };
+	int n;
+	int r = counted(run_write, &w, &n, names, size);
+
 	*old_kernel = (fault_calls_named("flistxattr") > 0 ? 3 : 0) +
 	              (fault_calls_named("fdatasync") > 0 ? 2 : 0);
-	call_names(n, names, size);
-	fault_remove();
 	assert_int_equal(r, 0);
 	return n;
 }
@@ -161,11 +188,19 @@ static void calls_per_write(void **state)
  */
 enum { INBOX_DELIVER_MAX = 5 };
 
+static int deliver_1k(void *ib)
+{
+	static const char msg[1024];
+
+	return fsafe_inbox_deliver(ib, msg, sizeof(msg), NULL);
+}
+
 static void calls_per_delivery(void **state)
 {
 	struct tu_fx *f = *state;
 	fsafe_inbox *ib;
-	char msg[1024] = { 0 }, names[512];
+	char names[512];
+	int n;
 
 	struct fsafe_inbox_opts o = FSAFE_INBOX_OPTS_INIT;
 
@@ -173,13 +208,8 @@ static void calls_per_delivery(void **state)
 	fsafe__test_renames_whole = 1;
 	assert_int_equal(fsafe_inbox_open(f->dirfd, "ib", &o, &ib), 0);
 	fsafe__test_renames_whole = -1;
-	assert_int_equal(fsafe_inbox_deliver(ib, msg, sizeof(msg), NULL), 0);
-	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
-	int r = fsafe_inbox_deliver(ib, msg, sizeof(msg), NULL);
-	int n = fault_calls();
-	call_names(n, names, sizeof(names));
-	fault_remove();
-	assert_int_equal(r, 0);
+	assert_int_equal(deliver_1k(ib), 0);
+	assert_int_equal(counted(deliver_1k, ib, &n, names, sizeof(names)), 0);
 	fsafe_inbox_close(ib);
 	print_message("inbox deliver, 1 KiB  %2d calls (at most %d): %s\n", n,
 	              INBOX_DELIVER_MAX, names);
@@ -198,19 +228,16 @@ static void calls_per_delivery(void **state)
  */
 enum { STORE_PUT_MAX = 12, STORE_DELETE_MAX = 8 };
 
-static int count_store_call(fsafe_store *s, bool put, char *names,
-                            size_t size)
+static int put_4k(void *s)
 {
 	static const char v[4096];
 
-	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
-	int r = put ? fsafe_store_put(s, "new", 3, v, sizeof(v), NULL)
-	            : fsafe_store_delete(s, "new", 3);
-	int n = fault_calls();
-	call_names(n, names, size);
-	fault_remove();
-	assert_int_equal(r, 0);
-	return n;
+	return fsafe_store_put(s, "new", 3, v, sizeof(v), NULL);
+}
+
+static int delete_it(void *s)
+{
+	return fsafe_store_delete(s, "new", 3);
 }
 
 static void calls_per_store_change(void **state)
@@ -219,6 +246,7 @@ static void calls_per_store_change(void **state)
 	struct fsafe_store_opts o = FSAFE_STORE_OPTS_INIT;
 	fsafe_store *s;
 	char names[512];
+	int put, del;
 
 	o.flags = FSAFE_STORE_CREATE;
 	fsafe__test_renames_whole = 1;
@@ -226,10 +254,10 @@ static void calls_per_store_change(void **state)
 	fsafe__test_renames_whole = -1;
 	assert_int_equal(r, 0);
 	assert_int_equal(fsafe_store_put(s, "warm-up", 7, "w", 1, NULL), 0);
-	int put = count_store_call(s, true, names, sizeof(names));
+	assert_int_equal(counted(put_4k, s, &put, names, sizeof(names)), 0);
 	print_message("store put, new key    %2d calls (at most %d): %s\n",
 	              put, STORE_PUT_MAX, names);
-	int del = count_store_call(s, false, names, sizeof(names));
+	assert_int_equal(counted(delete_it, s, &del, names, sizeof(names)), 0);
 	print_message("store delete          %2d calls (at most %d): %s\n",
 	              del, STORE_DELETE_MAX, names);
 	fsafe_store_close(s);
