@@ -2,7 +2,10 @@
  * Kill at every call and error at every call, for each change the store
  * makes: put (also with FSAFE_NO_TMPFILE, which a put accepts and no
  * longer needs), put_if, update, delete. The
- * store holds A = OLD and B = OLD; the operation changes A.
+ * store holds A = OLD and B = OLD; the operation changes A. A put of a
+ * new key starts with A absent, once where the directory is said to link
+ * whole (its record staged unnamed and linked at the name) and once where
+ * it is said not to (a named stage, renamed).
  *
  * Kill: a child is SIGKILLed before library call N, for every N of a
  * clean run (and once more, not killed). A must then be OLD, or the
@@ -35,6 +38,7 @@
 #include "fault.h"
 #include "storeutil.h"
 #include "testutil.h"
+#include "util.h"
 
 #define OLD_LEN 3000
 #define NEW_LEN 5000
@@ -42,22 +46,35 @@ static unsigned char old_v[OLD_LEN], new_v[NEW_LEN];
 
 enum op_kind { OP_PUT, OP_PUT_IF, OP_UPDATE, OP_DELETE };
 
+/* What the handle is told of its directory (fsafe__renames_whole). */
+enum fs_says { FS_ITSELF, FS_LINKS, FS_RENAMES };
+
 struct op {
 	const char *name;
 	enum op_kind kind;
 	unsigned write_flags;
 	unsigned store_flags;
+	bool absent; /* A is not there before */
+	enum fs_says fs;
 };
 
 static const struct op ops[] = {
-	{ "put", OP_PUT, 0, 0 },
-	{ "put, named stage", OP_PUT, FSAFE_NO_TMPFILE, 0 },
-	{ "put, kernel lock", OP_PUT, 0, FSAFE_STORE_LOCK_KERNEL },
-	{ "put_if", OP_PUT_IF, 0, 0 },
-	{ "update", OP_UPDATE, 0, 0 },
-	{ "delete", OP_DELETE, 0, 0 },
+	{ "put", OP_PUT, 0, 0, false, FS_ITSELF },
+	{ "put, named stage", OP_PUT, FSAFE_NO_TMPFILE, 0, false, FS_ITSELF },
+	{ "put, kernel lock", OP_PUT, 0, FSAFE_STORE_LOCK_KERNEL, false,
+	  FS_ITSELF },
+	{ "put, new, linked", OP_PUT, 0, 0, true, FS_LINKS },
+	{ "put, new, renamed", OP_PUT, 0, 0, true, FS_RENAMES },
+	{ "put_if", OP_PUT_IF, 0, 0, false, FS_ITSELF },
+	{ "update", OP_UPDATE, 0, 0, false, FS_ITSELF },
+	{ "delete", OP_DELETE, 0, 0, false, FS_ITSELF },
 };
 #define NOPS (sizeof(ops) / sizeof(ops[0]))
+
+static enum su_content before(const struct op *o)
+{
+	return o->absent ? SU_ABSENT : SU_OLD;
+}
 
 static enum su_content after(const struct op *o)
 {
@@ -90,17 +107,23 @@ static int run_op(const struct op *o, fsafe_store *s)
 	return -EINVAL;
 }
 
-/* A fresh case: the store with A and B at OLD (version 1), and a handle
-   for the operation. */
+/* A fresh case: the store with A (unless absent) and B at OLD (version
+   1), and a handle for the operation. */
 static fsafe_store *prepare(const struct op *o, const char *dir)
 {
 	tu_rmtree(dir);
 	fsafe_store *f = su_open(dir, o->store_flags, FSAFE_NO_SYNC);
-	su_put(f, "A", old_v, OLD_LEN);
+	if (!o->absent)
+		su_put(f, "A", old_v, OLD_LEN);
 	su_put(f, "B", old_v, OLD_LEN);
 	fsafe_store_close(f);
-	return su_open(dir, o->store_flags | FSAFE_STORE_NO_SWEEP,
-	               o->write_flags);
+	fsafe__test_renames_whole = o->fs == FS_ITSELF ? -1
+	                            : o->fs == FS_LINKS ? 1
+	                                                : 0;
+	f = su_open(dir, o->store_flags | FSAFE_STORE_NO_SWEEP,
+	            o->write_flags);
+	fsafe__test_renames_whole = -1;
+	return f;
 }
 
 /* Calls of a clean run, with their names kept for messages. */
@@ -191,12 +214,13 @@ static void kill_every_call(void **state)
 		               : !WIFEXITED(status) || WEXITSTATUS(status))
 			fail_msg("%s, %s: status %#x", o->name, at, status);
 		enum su_content a = recover(o, dir, at);
-		if (a != SU_OLD && a != after(o))
+		if (a != before(o) && a != after(o))
 			fail_msg("%s, %s: A is %s", o->name, at,
 			         su_content_name(a));
-		if (published && a == SU_OLD)
-			fail_msg("%s, %s: A is OLD again after call %d had "
-			         "published", o->name, at, published);
+		if (published && a == before(o))
+			fail_msg("%s, %s: A is %s again after call %d had "
+			         "published", o->name, at, su_content_name(a),
+			         published);
 		if (!published && a == after(o))
 			published = n;
 		if (n > calls && a != after(o))
@@ -271,7 +295,7 @@ static void error_every_call(void **state)
 				         out.fds_after - out.fds_before);
 			enum su_content a = recover(o, dir, at);
 			bool changed = out.r == 0 || out.r == FSAFE_ENOTDURABLE;
-			enum su_content want = changed ? after(o) : SU_OLD;
+			enum su_content want = changed ? after(o) : before(o);
 			if (a != want)
 				fail_msg("%s, %s: A is %s, expected %s", o->name,
 				         at, su_content_name(a),
