@@ -47,6 +47,14 @@
 #define DEFAULT_SEGMENT (64ull << 20)
 #define DEFAULT_RECORD (1u << 20)
 #define SEGMENT_LIMIT (1ull << 40)
+/* Space the appender writes as zeros ahead of the tail, so that an append
+   inside it changes neither the file's size nor its blocks and its
+   fdatasync commits no metadata; only for appends of up to RESERVE_MAX
+   bytes, since for larger ones writing the zeros costs more than the
+   commits it saves. */
+#define RESERVE (1u << 20)
+#define RESERVE_MAX (RESERVE / 16)
+#define ZERO_CHUNK (64u * 1024)
 /* A segment's header and one frame's. */
 #define SEG_OVERHEAD (FSAFE__SEG_HDR + FSAFE__FRAME_HDR)
 
@@ -288,6 +296,22 @@ int fsafe__scan_next(struct fsafe__scan *sc, const void **data, size_t *len,
 	return 1;
 }
 
+int fsafe__scan_zero_from(struct fsafe__scan *sc, uint64_t from)
+{
+	const unsigned char *p = NULL; /* set whenever scan_ensure says 1 */
+
+	for (;;) {
+		int r = scan_ensure(sc, from, 1, &p);
+		if (r <= 0)
+			return r < 0 ? r : 1; /* the end of the file */
+		size_t n = sc->len - (size_t)(from - sc->off);
+		for (size_t i = 0; i < n; i++)
+			if (p[i])
+				return 0;
+		from += n;
+	}
+}
+
 /* Whether the frame at p (its header at h) could follow sc's chain after
    damage: its own offset, a later number, no more frames lost than could
    fit into the bytes skipped. */
@@ -346,6 +370,7 @@ struct fsafe_spool {
 	int wfd;        /* the last segment, for appending (-1: none yet) */
 	struct fsafe__seg_hdr whdr;
 	uint64_t tail;  /* its valid length: where the next frame goes */
+	uint64_t reserved; /* its size as made here (tail .. reserved: zeros) */
 	uint64_t next_seq, durable_seq; /* records below durable_seq synced */
 	uint64_t written_gen, synced_gen; /* group commit generations */
 	uint64_t flushes, synced_flushes; /* pwrites done / covered by a sync */
@@ -698,6 +723,13 @@ static int collect_runs(struct seg_scan *g)
 		run.end = g->sc.pos;
 		run.next = g->sc.next_seq;
 		run.why = g->sc.problem;
+		/* The space an appender made ahead of its tail reads as
+		   zeros: the end of the frames, not a torn tail. */
+		if (run.why && (r = fsafe__scan_zero_from(&g->sc, run.end)) != 0) {
+			if (r < 0)
+				return r;
+			run.why = NULL;
+		}
 		if (run.end == g->size)
 			run.why = NULL;
 		if ((r = push_run(g, &run)) < 0 || !run.why ||
@@ -920,7 +952,7 @@ static int open_tail(struct walk *w, const struct seg_scan *g)
 	fsafe_spool *s = w->s;
 
 	s->whdr = g->sc.hdr;
-	s->tail = g->runs[0].end;
+	s->tail = s->reserved = g->runs[0].end; /* mend_segment cut it there */
 	if (!w->fix)
 		return 0;
 	/* Read too: an abandoned tail is copied to quarantine through it. */
@@ -1314,6 +1346,7 @@ static int cut_leftover(fsafe_spool *s, uint64_t size)
 	}
 	s->qbytes += size - s->tail;
 	s->truncated += size - s->tail;
+	s->reserved = s->tail;
 	return 0;
 }
 
@@ -1341,6 +1374,7 @@ static int reopen_tail(fsafe_spool *s, const struct fsafe__head *h)
 	fsafe__scan_free(&sc);
 	if (r == 0 && !(h->flags & FSAFE__HEAD_ROLL)) {
 		s->wfd = fd;
+		s->reserved = h->tail;
 	} else {
 		fsafe__close(fd);
 		if (r != 0)
@@ -1364,6 +1398,37 @@ static int recover_view(fsafe_spool *s)
 	if (r == 0)
 		r = head_open(s);
 	return r < 0 ? r : head_bump(s);
+}
+
+/*
+ * What lies at the tail: 0 zeros or the end of the file (space made ahead,
+ * or none), 1 bytes an appender wrote and never published (every append
+ * starts at the tail, so they begin there), 2 the file ends before the
+ * tail (cut by hand), or -errno. One read, of the byte before the tail
+ * and eight after it.
+ */
+static int tail_probe(const fsafe_spool *s)
+{
+	static const unsigned char zero[8];
+	unsigned char b[9];
+	ssize_t n = fsafe__pread_full(s->wfd, b, sizeof(b),
+	                              (off_t)s->tail - 1);
+
+	if (n < 0)
+		return (int)n;
+	if (n == 0)
+		return 2;
+	return memcmp(b + 1, zero, (size_t)n - 1) != 0;
+}
+
+/* A segment no longer appended to ends at its last frame. Best effort,
+   the lock held: a reserve left behind reads as zeros, which no walk
+   takes for damage. */
+static void trim_reserve(fsafe_spool *s)
+{
+	if (s->reserved > s->tail &&
+	    SYS->ftruncate(s->wfd, (off_t)s->tail) == 0)
+		s->reserved = s->tail;
 }
 
 /*
@@ -1394,12 +1459,14 @@ static int sync_view(fsafe_spool *s)
 		return recover_view(s);
 	s->tail = h.tail;
 	s->next_seq = s->durable_seq = h.next;
-	if (s->wfd < 0)
-		return 0;
-	if ((r = fsafe__file_size(s->wfd, &size)) < 0)
+	if (s->reserved < s->tail)
+		s->reserved = s->tail;
+	if (s->wfd < 0 || (r = tail_probe(s)) == 0)
 		return r;
-	if (size < s->tail) /* cut by hand: damage */
+	if (r == 2) /* cut by hand: damage */
 		return recover_view(s);
+	if (r < 0 || (r = fsafe__file_size(s->wfd, &size)) < 0)
+		return r;
 	return size > s->tail ? cut_leftover(s, size) : 0;
 }
 
@@ -1557,10 +1624,30 @@ int fsafe_spool_id(fsafe_spool *s, char out[33])
 	return 0;
 }
 
+/*
+ * A closed spool's last segment ends at its last frame, as it would
+ * without a reserve: trimmed under the lock when the head still names
+ * this handle's tail and nothing was written past it.
+ */
+static void close_reserve(fsafe_spool *s)
+{
+	struct fsafe__head h;
+
+	if (s->wfd < 0 || s->reserved <= s->tail || s->broken ||
+	    fsafe__flock(s->dirfd, LOCK_EX) < 0)
+		return;
+	if (head_read(s, &h) == 1 && h.gen == s->gen &&
+	    h.last == s->whdr.first_seq && h.tail == s->tail &&
+	    tail_probe(s) == 0)
+		trim_reserve(s);
+	fsafe__flock(s->dirfd, LOCK_UN);
+}
+
 void fsafe_spool_close(fsafe_spool *s)
 {
 	if (!s)
 		return;
+	close_reserve(s);
 	if (s->wfd >= 0)
 		fsafe__close(s->wfd);
 	if (s->hfd >= 0)
@@ -1576,9 +1663,47 @@ void fsafe_spool_close(fsafe_spool *s)
 
 /* ---- append --------------------------------------------------------------- */
 
+/*
+ * Make room ahead of the tail for a small append of `len` bytes and a
+ * reserve more, within the segment, written as zeros: the file's size and
+ * blocks change once a reserve, not with each append. (Allocated but not
+ * written, as fallocate leaves them, each first write into a block would
+ * convert it: a commit again.) Best effort: where it fails, the write
+ * grows the file as it goes.
+ */
+static void reserve(fsafe_spool *s, size_t len)
+{
+	static const unsigned char zeros[ZERO_CHUNK];
+	struct iovec v[RESERVE / ZERO_CHUNK];
+	uint64_t to = s->tail + len + RESERVE;
+
+	if (s->reserved < s->tail) /* never below the frames */
+		s->reserved = s->tail;
+	if (len > RESERVE_MAX || s->tail + len <= s->reserved)
+		return;
+	if (to > s->segment_size)
+		to = s->segment_size;
+	while (s->reserved < to) {
+		uint64_t left = to - s->reserved;
+		int n = 0;
+		for (; left && n < (int)(sizeof(v) / sizeof(v[0])); n++) {
+			size_t k = left < ZERO_CHUNK ? (size_t)left : ZERO_CHUNK;
+			v[n] = (struct iovec){ (void *)zeros, k };
+			left -= k;
+		}
+		ssize_t got = SYS->pwritev2(s->wfd, v, n, (off_t)s->reserved, 0);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			return;
+		s->reserved += (uint64_t)got;
+	}
+}
+
 /* Write the buffered frames at the tail. Called with mu held. */
 static int wbuf_flush(fsafe_spool *s)
 {
+	reserve(s, s->wlen);
 	int r = fsafe__pwrite_all(s->wfd, s->wbuf, s->wlen, (off_t)s->tail);
 
 	if (r < 0) {
@@ -1586,6 +1711,8 @@ static int wbuf_flush(fsafe_spool *s)
 		return r;
 	}
 	s->tail += s->wlen;
+	if (s->reserved < s->tail)
+		s->reserved = s->tail;
 	s->flushes += s->wlen > 0;
 	s->wlen = 0;
 	return 0;
@@ -1623,6 +1750,7 @@ static int roll_over(fsafe_spool *s)
 		s->synced_flushes = s->flushes;
 		s->synced_gen = s->written_gen;
 		s->durable_seq = s->next_seq;
+		trim_reserve(s);
 		s->wfd = fsafe__close(s->wfd);
 	}
 	/* Before the new segment exists: a holder after a crash here sees
@@ -1640,7 +1768,7 @@ static int roll_over(fsafe_spool *s)
 	if ((s->wfd = open_seg(s->dirfd, nh.first_seq, O_RDWR)) < 0)
 		return s->wfd;
 	s->whdr = nh;
-	s->tail = FSAFE__SEG_HDR;
+	s->tail = s->reserved = FSAFE__SEG_HDR;
 	return 0;
 }
 

@@ -11,7 +11,9 @@
  * All integers little-endian. A frame is valid only at the offset it
  * names, with the next sequence number, under its own segment's random
  * salt: stale bytes of an earlier file, or a frame from another segment,
- * fail even with a correct checksum.
+ * fail even with a correct checksum. Zeros may follow the last frame: the
+ * space an appender writes ahead of its tail (no frame starts with a zero
+ * byte), never a torn tail.
  */
 #ifndef FSAFE_SPOOL_INTERNAL_H
 #define FSAFE_SPOOL_INTERNAL_H
@@ -69,6 +71,10 @@ int fsafe__scan_next(struct fsafe__scan *sc, const void **data, size_t *len,
 /* Forget the window (the file may have grown since it was read). */
 void fsafe__scan_reset(struct fsafe__scan *sc);
 void fsafe__scan_free(struct fsafe__scan *sc);
+/* 1 when every byte from `from` to the end of the file is zero (the space
+   an appender makes ahead of its tail, never written), 0 when one is
+   not, or -errno. */
+int fsafe__scan_zero_from(struct fsafe__scan *sc, uint64_t from);
 /* After a 0 from next() with a problem: search on from pos for the next
    frame that is valid here (this segment's salt, its own offset, a later
    sequence number than next_seq, at most one per 32 bytes skipped). 1

@@ -19,7 +19,11 @@
  *    never costs a record that is not in the damaged bytes:
  *     - damaged bytes are never deleted: a damaged stretch inside any
  *       segment, and a torn tail (no valid frame after it), are copied to
- *       quarantine/SEGMENT@OFFSET before the segment is cut;
+ *       quarantine/SEGMENT@OFFSET before the segment is cut; zeros alone
+ *       after the last frame are no torn tail but the space an appender
+ *       writes ahead of its tail (so that a small append changes neither
+ *       the file's size nor its blocks, and its fdatasync commits no
+ *       metadata), cut without a report;
  *     - the valid frames after damage (this segment's salt, their own
  *       offset and a later number) are salvaged into a segment of their
  *       own, named by their first number, and read in order;

@@ -145,18 +145,66 @@ static void test_torn_tail(void **state)
 	expect_records(f, 1, 59, 0, false);
 }
 
+/*
+ * Zeros after the last frame are the space an appender makes ahead of its
+ * tail (or blocks a crash left unwritten): no torn tail, nothing to
+ * quarantine, the segment cut back to its frames. Anything else there is
+ * a torn tail, the zeros before it included.
+ */
 static void test_zero_and_garbage_tail(void **state)
 {
 	struct fx *f = *state;
 	static unsigned char zeros[8192], junk[5000];
 
 	fill(f, 0, 40);
+	off_t frames = file_size(seg_path(f, 1));
 	append_raw(seg_path(f, 1), zeros, sizeof(zeros));
-	expect_records(f, 1, 40, 0, true);
+	expect_records(f, 1, 40, 0, false);
+	assert_int_equal(file_size(seg_path(f, 1)), frames);
+	append_raw(seg_path(f, 1), zeros, sizeof(zeros));
 	for (size_t i = 0; i < sizeof(junk); i++)
 		junk[i] = (unsigned char)(i * 7 + 3);
 	append_raw(seg_path(f, 1), junk, sizeof(junk));
 	expect_records(f, 1, 40, 0, true);
+}
+
+/*
+ * An appender's reserve, and bytes one that died left in it unpublished:
+ * a live handle's append finds them at the tail (not zeros), copies them
+ * to quarantine and cuts them before it writes; a closed spool's segment
+ * ends at its last frame.
+ */
+static void test_abandoned_in_reserve_quarantined(void **state)
+{
+	struct fx *f = *state;
+	static unsigned char junk[300];
+	char *p = seg_path(f, 1);
+	uint64_t a, b;
+
+	fill(f, 0, 5);
+	off_t tail = file_size(p);
+	fsafe_spool *s = su_open(f->fd, "sp", 0, 300);
+	assert_int_equal(su_append(s, 6, 1, 1), 0);
+	assert_true(file_size(p) > tail + 4096); /* reserved ahead */
+	fsafe_spool_close(s);
+	assert_int_equal(fsafe_spool_check(f->fd, "sp", NULL, NULL), 0);
+	tail = file_size(p); /* trimmed to its frames at close */
+
+	/* Opened (its view taken), then another appender's bytes appear
+	   at the tail, zeros after them, and it dies. */
+	s = su_open(f->fd, "sp", 0, 300);
+	memset(junk, 0xab, sizeof(junk));
+	int fd = open(p, O_WRONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, tail + (1 << 20)), 0);
+	assert_int_equal(pwrite(fd, junk, sizeof(junk), tail),
+	                 (ssize_t)sizeof(junk));
+	close(fd);
+	assert_int_equal(su_append(s, 7, 1, 1), 0);
+	assert_true(su_stat(s).truncated >= sizeof(junk));
+	assert_int_equal(su_read_all(s, 1, &a, &b), 7);
+	fsafe_spool_close(s);
+	assert_int_equal(fsafe_spool_check(f->fd, "sp", NULL, NULL), 0);
 }
 
 /*
@@ -514,6 +562,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_torn_tail),
 		T(test_zero_and_garbage_tail),
+		T(test_abandoned_in_reserve_quarantined),
 		T(test_stale_frames_rejected),
 		T(test_foreign_frame_rejected),
 		T(test_replayed_frame_rejected),

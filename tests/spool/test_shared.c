@@ -336,8 +336,12 @@ static size_t small(uint64_t k, unsigned char *buf)
 	return su_record(k, buf) % 100;
 }
 
-/* Records 3-5 in one batch through a handle of its own (segments of 200
-   bytes: the batch rolls over). */
+/* The segment size of the spool both handles share: 200 bytes (a batch
+   of three rolls over), or 0, the default (64 MiB: every append lands
+   in the zeros an appender reserves ahead of its tail). */
+static uint64_t beside_segment;
+
+/* Records 3-5 in one batch through a handle of its own. */
 static void dying_appender(const struct su_fx *f)
 {
 	struct fsafe_spool_opts o = FSAFE_SPOOL_OPTS_INIT;
@@ -345,7 +349,7 @@ static void dying_appender(const struct su_fx *f)
 	struct iovec v[3];
 	fsafe_spool *s;
 
-	o.segment_size = 200;
+	o.segment_size = beside_segment;
 	o.max_record = 100;
 	if (fsafe_spool_open(f->fd, "sp", &o, &s) != 0)
 		return;
@@ -387,17 +391,17 @@ static void judge_beside(fsafe_spool *live, uint64_t own, const char *what)
 		         "appended up to %" PRIu64, what, expect - 1, own + 1);
 }
 
-static void test_killed_beside_live(void **state)
+static void killed_beside_live(struct su_fx *f, uint64_t segment)
 {
-	struct su_fx *f = *state;
 	int total = 0;
 	char what[96];
 
+	beside_segment = segment;
 	for (int at = 1; at == 1 || at <= total; at++) {
 		char cmd[4200];
 		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->sp);
 		assert_int_equal(system(cmd), 0);
-		fsafe_spool *live = su_open(f->fd, "sp", 200, 100);
+		fsafe_spool *live = su_open(f->fd, "sp", segment, 100);
 		unsigned char b[2][300];
 		struct iovec old[2] = { { b[0], small(1, b[0]) },
 		                        { b[1], small(2, b[1]) } };
@@ -433,7 +437,14 @@ static void test_killed_beside_live(void **state)
 		if (fsafe_spool_check(f->fd, f->sp, NULL, NULL) != 0)
 			fail_msg("%s: check finds problems", what);
 	}
-	printf("killed at each of %d calls\n", total);
+	printf("segments of %" PRIu64 " bytes: killed at each of %d calls\n",
+	       segment, total);
+}
+
+static void test_killed_beside_live(void **state)
+{
+	killed_beside_live(*state, 200);
+	killed_beside_live(*state, 0);
 }
 
 int main(void)
