@@ -54,7 +54,6 @@
    commits it saves. */
 #define RESERVE (1u << 20)
 #define RESERVE_MAX (RESERVE / 16)
-#define ZERO_CHUNK (64u * 1024)
 /* A segment's header and one frame's. */
 #define SEG_OVERHEAD (FSAFE__SEG_HDR + FSAFE__FRAME_HDR)
 
@@ -1668,13 +1667,12 @@ void fsafe_spool_close(fsafe_spool *s)
  * reserve more, within the segment, written as zeros: the file's size and
  * blocks change once a reserve, not with each append. (Allocated but not
  * written, as fallocate leaves them, each first write into a block would
- * convert it: a commit again.) Best effort: where it fails, the write
+ * convert it: a commit again.) One write, from a calloc'd buffer the
+ * kernel maps to its zero page. Best effort: where it fails, the write
  * grows the file as it goes.
  */
 static void reserve(fsafe_spool *s, size_t len)
 {
-	static const unsigned char zeros[ZERO_CHUNK];
-	struct iovec v[RESERVE / ZERO_CHUNK];
 	uint64_t to = s->tail + len + RESERVE;
 
 	if (s->reserved < s->tail) /* never below the frames */
@@ -1683,21 +1681,14 @@ static void reserve(fsafe_spool *s, size_t len)
 		return;
 	if (to > s->segment_size)
 		to = s->segment_size;
-	while (s->reserved < to) {
-		uint64_t left = to - s->reserved;
-		int n = 0;
-		for (; left && n < (int)(sizeof(v) / sizeof(v[0])); n++) {
-			size_t k = left < ZERO_CHUNK ? (size_t)left : ZERO_CHUNK;
-			v[n] = (struct iovec){ (void *)zeros, k };
-			left -= k;
-		}
-		ssize_t got = SYS->pwritev2(s->wfd, v, n, (off_t)s->reserved, 0);
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got <= 0)
-			return;
-		s->reserved += (uint64_t)got;
-	}
+	if (to <= s->reserved)
+		return;
+	size_t n = (size_t)(to - s->reserved);
+	void *zeros = calloc(1, n);
+	if (zeros && fsafe__pwrite_all(s->wfd, zeros, n,
+	                               (off_t)s->reserved) == 0)
+		s->reserved = to;
+	free(zeros);
 }
 
 /* Write the buffered frames at the tail. Called with mu held. */
