@@ -172,7 +172,8 @@ struct fsafe_spool_stat {
 	uint64_t first_seq;     /* oldest record kept (== next_seq if none) */
 	uint64_t next_seq;      /* number the next appended record gets */
 	uint64_t segments;      /* segment files */
-	uint64_t bytes;         /* their total size */
+	uint64_t bytes;         /* their total size (the zeros an appender
+	                           reserves ahead of the tail included) */
 	uint64_t quarantined;   /* segments moved to quarantine/ when this
 	                           handle was opened */
 	uint64_t truncated;     /* bytes of torn tail cut at open */
