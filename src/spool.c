@@ -1410,11 +1410,15 @@ static int tail_probe(const fsafe_spool *s)
 {
 	static const unsigned char zero[8];
 	unsigned char b[9];
-	ssize_t n = fsafe__pread_full(s->wfd, b, sizeof(b),
-	                              (off_t)s->tail - 1);
+	ssize_t n;
 
+	/* One pread: a regular file reads short only at its end, so a
+	   second one to see the end (pread_full's) would learn nothing. */
+	do
+		n = SYS->pread(s->wfd, b, sizeof(b), (off_t)s->tail - 1);
+	while (n < 0 && errno == EINTR);
 	if (n < 0)
-		return (int)n;
+		return -errno;
 	if (n == 0)
 		return 2;
 	return memcmp(b + 1, zero, (size_t)n - 1) != 0;

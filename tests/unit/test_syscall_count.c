@@ -272,7 +272,9 @@ static void calls_per_store_change(void **state)
  * the head's read, a read at the tail (zeros: nobody left an append
  * unpublished there), the frame's write, its fdatasync, the head's write
  * and the unlock. The read at the tail took the place of an lseek to the
- * end of the file, which the reserve made meaningless.
+ * end of the file, which the reserve made meaningless. The same 7 for
+ * appends of 1024 records to a spool of their own (too large for a
+ * reserve: the read at the tail finds the end of the file, in one read).
  */
 enum { SPOOL_APPEND_MAX = 7 };
 
@@ -282,6 +284,16 @@ static int append_100(void *s)
 	struct iovec v = { rec, sizeof(rec) };
 
 	return fsafe_spool_append(s, &v, 1, NULL);
+}
+
+static int append_1024(void *s)
+{
+	static char rec[100];
+	static struct iovec v[1024];
+
+	for (size_t i = 0; i < 1024; i++)
+		v[i] = (struct iovec){ rec, sizeof(rec) };
+	return fsafe_spool_append(s, v, 1024, NULL);
 }
 
 static void calls_per_spool_append(void **state)
@@ -296,11 +308,18 @@ static void calls_per_spool_append(void **state)
 	assert_int_equal(fsafe_spool_open(f->dirfd, "sp", &o, &s), 0);
 	assert_int_equal(append_100(s), 0);
 	assert_int_equal(counted(append_100, s, &n, names, sizeof(names)), 0);
-	fsafe_spool_close(s);
 	print_message("spool append, 100 B   %2d calls (at most %d): %s\n", n,
 	              SPOOL_APPEND_MAX, names);
 	assert_true(n <= SPOOL_APPEND_MAX);
 	assert_int_equal(fault_calls_named("lseek"), 0);
+	fsafe_spool_close(s);
+	assert_int_equal(fsafe_spool_open(f->dirfd, "sp2", &o, &s), 0);
+	assert_int_equal(append_1024(s), 0);
+	assert_int_equal(counted(append_1024, s, &n, names, sizeof(names)), 0);
+	fsafe_spool_close(s);
+	print_message("spool append, 1024 x  %2d calls (at most %d): %s\n", n,
+	              SPOOL_APPEND_MAX, names);
+	assert_true(n <= SPOOL_APPEND_MAX);
 }
 
 int main(void)
