@@ -114,6 +114,22 @@ static int counted(int (*op)(void *), void *arg, int *calls, char *names,
 	return r;
 }
 
+/* A warm-up op(arg), then op(arg) counted: its calls printed after
+   `what`, at most `max` of them. The count. */
+static int warm_and_count(int (*op)(void *), void *arg, const char *what,
+                          int max)
+{
+	char names[512];
+	int n;
+
+	assert_int_equal(op(arg), 0);
+	assert_int_equal(counted(op, arg, &n, names, sizeof(names)), 0);
+	print_message("%-21s %2d calls (at most %d): %s\n", what, n, max,
+	              names);
+	assert_true(n <= max);
+	return n;
+}
+
 struct write_op {
 	const struct count_case *c;
 	struct tu_fx *f;
@@ -200,21 +216,15 @@ static void calls_per_delivery(void **state)
 {
 	struct tu_fx *f = *state;
 	fsafe_inbox *ib;
-	char names[512];
-	int n;
-
 	struct fsafe_inbox_opts o = FSAFE_INBOX_OPTS_INIT;
 
 	o.flags = FSAFE_INBOX_CREATE;
 	fsafe__test_renames_whole = 1;
 	assert_int_equal(fsafe_inbox_open(f->dirfd, "ib", &o, &ib), 0);
 	fsafe__test_renames_whole = -1;
-	assert_int_equal(deliver_1k(ib), 0);
-	assert_int_equal(counted(deliver_1k, ib, &n, names, sizeof(names)), 0);
+	warm_and_count(deliver_1k, ib, "inbox deliver, 1 KiB",
+	               INBOX_DELIVER_MAX);
 	fsafe_inbox_close(ib);
-	print_message("inbox deliver, 1 KiB  %2d calls (at most %d): %s\n", n,
-	              INBOX_DELIVER_MAX, names);
-	assert_true(n <= INBOX_DELIVER_MAX);
 }
 
 /*
@@ -301,25 +311,16 @@ static void calls_per_spool_append(void **state)
 	struct tu_fx *f = *state;
 	struct fsafe_spool_opts o = FSAFE_SPOOL_OPTS_INIT;
 	fsafe_spool *s;
-	char names[512];
-	int n;
 
 	o.flags = FSAFE_SPOOL_CREATE;
 	assert_int_equal(fsafe_spool_open(f->dirfd, "sp", &o, &s), 0);
-	assert_int_equal(append_100(s), 0);
-	assert_int_equal(counted(append_100, s, &n, names, sizeof(names)), 0);
-	print_message("spool append, 100 B   %2d calls (at most %d): %s\n", n,
-	              SPOOL_APPEND_MAX, names);
-	assert_true(n <= SPOOL_APPEND_MAX);
+	warm_and_count(append_100, s, "spool append, 100 B", SPOOL_APPEND_MAX);
 	assert_int_equal(fault_calls_named("lseek"), 0);
 	fsafe_spool_close(s);
 	assert_int_equal(fsafe_spool_open(f->dirfd, "sp2", &o, &s), 0);
-	assert_int_equal(append_1024(s), 0);
-	assert_int_equal(counted(append_1024, s, &n, names, sizeof(names)), 0);
+	warm_and_count(append_1024, s, "spool append, 1024 x",
+	               SPOOL_APPEND_MAX);
 	fsafe_spool_close(s);
-	print_message("spool append, 1024 x  %2d calls (at most %d): %s\n", n,
-	              SPOOL_APPEND_MAX, names);
-	assert_true(n <= SPOOL_APPEND_MAX);
 }
 
 int main(void)
