@@ -369,7 +369,8 @@ struct fsafe_spool {
 	int wfd;        /* the last segment, for appending (-1: none yet) */
 	struct fsafe__seg_hdr whdr;
 	uint64_t tail;  /* its valid length: where the next frame goes */
-	uint64_t reserved; /* its size as made here (tail .. reserved: zeros) */
+	uint64_t reserved; /* its size as made here (tail .. reserved: zeros;
+	                      below the tail: none, reserve() raises it) */
 	uint64_t next_seq, durable_seq; /* records below durable_seq synced */
 	uint64_t written_gen, synced_gen; /* group commit generations */
 	uint64_t flushes, synced_flushes; /* pwrites done / covered by a sync */
@@ -1462,8 +1463,6 @@ static int sync_view(fsafe_spool *s)
 		return recover_view(s);
 	s->tail = h.tail;
 	s->next_seq = s->durable_seq = h.next;
-	if (s->reserved < s->tail)
-		s->reserved = s->tail;
 	if (s->wfd < 0 || (r = tail_probe(s)) == 0)
 		return r;
 	if (r == 2) /* cut by hand: damage */
@@ -1706,8 +1705,6 @@ static int wbuf_flush(fsafe_spool *s)
 		return r;
 	}
 	s->tail += s->wlen;
-	if (s->reserved < s->tail)
-		s->reserved = s->tail;
 	s->flushes += s->wlen > 0;
 	s->wlen = 0;
 	return 0;
