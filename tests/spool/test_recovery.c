@@ -208,6 +208,33 @@ static void test_abandoned_in_reserve_quarantined(void **state)
 }
 
 /*
+ * The reserve is per segment: a rollover's new segment gets its own from
+ * its header on, not only once its tail passes the old segment's mark.
+ */
+static void test_reserve_follows_rollover(void **state)
+{
+	struct fx *f = *state;
+	const uint64_t seg = 2u << 20;
+	fsafe_spool *s = su_open(f->fd, "sp", seg, 300);
+	uint64_t next = 1;
+
+	/* Small appends (64 records, about 12 KiB) until one rolls over. */
+	while (su_stat(s).segments < 2) {
+		assert_true(next < seg / 64); /* it must roll over */
+		assert_int_equal(su_append(s, next, 64, 64), 0);
+		next += 64;
+	}
+	off_t old = file_size(seg_path(f, 1));
+	assert_true(old < (off_t)seg); /* cut back to its frames */
+	uint64_t fresh = su_stat(s).bytes - (uint64_t)old;
+	assert_true(fresh >= 1u << 20); /* reserved ahead */
+	assert_true(fresh <= seg);
+	fsafe_spool_close(s);
+	assert_int_equal(fsafe_spool_check(f->fd, "sp", NULL, NULL), 0);
+	expect_records(f, 1, next - 1, 0, false);
+}
+
+/*
  * Stale bytes of an earlier life of the file: frames with the very numbers
  * and offsets the current file would have next, and correct checksums of
  * their own. Only the segment's salt tells them apart.
@@ -563,6 +590,7 @@ int main(void)
 		T(test_torn_tail),
 		T(test_zero_and_garbage_tail),
 		T(test_abandoned_in_reserve_quarantined),
+		T(test_reserve_follows_rollover),
 		T(test_stale_frames_rejected),
 		T(test_foreign_frame_rejected),
 		T(test_replayed_frame_rejected),
