@@ -49,11 +49,12 @@
 #define SEGMENT_LIMIT (1ull << 40)
 /* Space the appender writes as zeros ahead of the tail, so that an append
    inside it changes neither the file's size nor its blocks and its
-   fdatasync commits no metadata; only for appends of up to RESERVE_MAX
-   bytes, since for larger ones writing the zeros costs more than the
-   commits it saves. */
+   fdatasync commits no metadata: at most RESERVE, and only for appends of
+   up to RESERVE_MAX bytes, since for larger ones writing the zeros costs
+   more than the commits it saves. RESERVE_PAGE rounds its end. */
 #define RESERVE (1u << 20)
 #define RESERVE_MAX (RESERVE / 16)
+#define RESERVE_PAGE 4096u
 /* A segment's header and one frame's. */
 #define SEG_OVERHEAD (FSAFE__SEG_HDR + FSAFE__FRAME_HDR)
 
@@ -371,6 +372,8 @@ struct fsafe_spool {
 	uint64_t tail;  /* its valid length: where the next frame goes */
 	uint64_t reserved; /* its size as made here (tail .. reserved: zeros;
 	                      below the tail: none, reserve() raises it) */
+	uint64_t appended; /* bytes of frames this handle wrote (its reserve
+	                      grows with them) */
 	uint64_t next_seq, durable_seq; /* records below durable_seq synced */
 	uint64_t written_gen, synced_gen; /* group commit generations */
 	uint64_t flushes, synced_flushes; /* pwrites done / covered by a sync */
@@ -1673,14 +1676,26 @@ void fsafe_spool_close(fsafe_spool *s)
  * convert it: a commit again.) One write, from a calloc'd buffer the
  * kernel maps to its zero page. Best effort: where it fails, the write
  * grows the file as it goes.
+ *
+ * The reserve is as large as what this handle has appended (a page at
+ * least, RESERVE at most), and none before its first append is written:
+ * every zero is written out by the next fdatasync, so a one-shot
+ * appender would pay for a reserve its own close cuts again, while one
+ * that stays pays for its zeros a doubling at a time.
  */
 static void reserve(fsafe_spool *s, size_t len)
 {
-	uint64_t to = s->tail + len + RESERVE;
+	uint64_t ahead = s->appended < RESERVE ? s->appended : RESERVE;
+
+	if (ahead < RESERVE_PAGE)
+		ahead = RESERVE_PAGE;
+	uint64_t to = (s->tail + len + ahead + RESERVE_PAGE - 1) &
+	              ~(uint64_t)(RESERVE_PAGE - 1);
 
 	if (s->reserved < s->tail) /* never below the frames */
 		s->reserved = s->tail;
-	if (len > RESERVE_MAX || s->tail + len <= s->reserved)
+	if (!s->appended || len > RESERVE_MAX ||
+	    s->tail + len <= s->reserved)
 		return;
 	if (to > s->segment_size)
 		to = s->segment_size;
@@ -1705,6 +1720,7 @@ static int wbuf_flush(fsafe_spool *s)
 		return r;
 	}
 	s->tail += s->wlen;
+	s->appended += s->wlen;
 	s->flushes += s->wlen > 0;
 	s->wlen = 0;
 	return 0;

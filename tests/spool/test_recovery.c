@@ -185,6 +185,7 @@ static void test_abandoned_in_reserve_quarantined(void **state)
 	off_t tail = file_size(p);
 	fsafe_spool *s = su_open(f->fd, "sp", 0, 300);
 	assert_int_equal(su_append(s, 6, 1, 1), 0);
+	assert_int_equal(su_append(s, 7, 1, 1), 0); /* not its first */
 	assert_true(file_size(p) > tail + 4096); /* reserved ahead */
 	fsafe_spool_close(s);
 	assert_int_equal(fsafe_spool_check(f->fd, "sp", NULL, NULL), 0);
@@ -200,11 +201,60 @@ static void test_abandoned_in_reserve_quarantined(void **state)
 	assert_int_equal(pwrite(fd, junk, sizeof(junk), tail),
 	                 (ssize_t)sizeof(junk));
 	close(fd);
-	assert_int_equal(su_append(s, 7, 1, 1), 0);
+	assert_int_equal(su_append(s, 8, 1, 1), 0);
 	assert_true(su_stat(s).truncated >= sizeof(junk));
-	assert_int_equal(su_read_all(s, 1, &a, &b), 7);
+	assert_int_equal(su_read_all(s, 1, &a, &b), 8);
 	fsafe_spool_close(s);
 	assert_int_equal(fsafe_spool_check(f->fd, "sp", NULL, NULL), 0);
+}
+
+/* The frames of records first .. first + n - 1 (su_record's lengths). */
+static uint64_t frames_of(uint64_t first, uint64_t n)
+{
+	unsigned char buf[300];
+	uint64_t bytes = 0;
+
+	for (uint64_t q = first; q < first + n; q++)
+		bytes += FSAFE__FRAME_HDR + su_record(q, buf);
+	return bytes;
+}
+
+/*
+ * The reserve grows with what the handle has appended: none for its first
+ * append (a one-shot appender, such as `fsafe spool append`, would pay for
+ * zeros that its own close cuts again), then about as much as it has
+ * appended, up to 1 MiB.
+ */
+static void test_reserve_grows_with_appender(void **state)
+{
+	struct fx *f = *state;
+	char *p = seg_path(f, 1);
+	uint64_t next = 6, appended = 0, most = 0;
+
+	fill(f, 0, 5);
+	uint64_t tail = (uint64_t)file_size(p);
+	fsafe_spool *s = su_open(f->fd, "sp", 0, 300);
+	/* One record, then 64 an append, until the handle wrote 2 MiB. */
+	while (appended < 2u << 20) {
+		uint64_t n = next == 6 ? 1 : 64, len = frames_of(next, n);
+		assert_int_equal(su_append(s, next, n, 64), 0);
+		tail += len;
+		appended += len;
+		next += n;
+		uint64_t ahead = (uint64_t)file_size(p) - tail;
+		if (next == 7)
+			assert_int_equal(ahead, 0); /* none for a first append */
+		/* Never more than the handle has appended (a page at least),
+		   rounded up to a page; never more than 1 MiB. */
+		assert_true(ahead <= (appended > 4096 ? appended : 4096) + 4096);
+		assert_true(ahead <= (1u << 20) + 4096);
+		if (ahead > most)
+			most = ahead;
+	}
+	assert_true(most >= 1u << 20);
+	fsafe_spool_close(s);
+	assert_int_equal(file_size(p), (off_t)tail); /* cut at close */
+	expect_records(f, 1, next - 1, 0, false);
 }
 
 /*
@@ -591,6 +641,7 @@ int main(void)
 		T(test_zero_and_garbage_tail),
 		T(test_abandoned_in_reserve_quarantined),
 		T(test_reserve_follows_rollover),
+		T(test_reserve_grows_with_appender),
 		T(test_stale_frames_rejected),
 		T(test_foreign_frame_rejected),
 		T(test_replayed_frame_rejected),

@@ -277,8 +277,9 @@ static void calls_per_store_change(void **state)
 }
 
 /*
- * A spool append of one 100-byte record, after a warm-up append (which
- * made the segment and the zeros reserved ahead of its tail): the lock,
+ * A spool append of one 100-byte record, after two warm-up appends (the
+ * first made the segment, the second the zeros reserved ahead of its
+ * tail: a handle reserves from its second append on): the lock,
  * the head's read, a read at the tail (zeros: nobody left an append
  * unpublished there), the frame's write, its fdatasync, the head's write
  * and the unlock. The read at the tail took the place of an lseek to the
@@ -314,6 +315,7 @@ static void calls_per_spool_append(void **state)
 
 	o.flags = FSAFE_SPOOL_CREATE;
 	assert_int_equal(fsafe_spool_open(f->dirfd, "sp", &o, &s), 0);
+	assert_int_equal(append_100(s), 0);
 	warm_and_count(append_100, s, "spool append, 100 B", SPOOL_APPEND_MAX);
 	assert_int_equal(fault_calls_named("lseek"), 0);
 	fsafe_spool_close(s);
