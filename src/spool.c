@@ -1404,11 +1404,11 @@ static int recover_view(fsafe_spool *s)
 }
 
 /*
- * What lies at the tail: 0 zeros or the end of the file (space made ahead,
- * or none), 1 bytes an appender wrote and never published (every append
- * starts at the tail, so they begin there), 2 the file ends before the
- * tail (cut by hand), or -errno. One read, of the byte before the tail
- * and eight after it.
+ * What lies at the tail: 0 zeros (space made ahead), 1 bytes an appender
+ * wrote and never published (every append starts at the tail, so they
+ * begin there), 2 the file ends before the tail (cut by hand), 3 it ends
+ * at the tail or in the eight bytes after it (no space ahead), or -errno.
+ * One read, of the byte before the tail and eight after it.
  */
 static int tail_probe(const fsafe_spool *s)
 {
@@ -1425,7 +1425,9 @@ static int tail_probe(const fsafe_spool *s)
 		return -errno;
 	if (n == 0)
 		return 2;
-	return memcmp(b + 1, zero, (size_t)n - 1) != 0;
+	if (memcmp(b + 1, zero, (size_t)n - 1) != 0)
+		return 1;
+	return n < (ssize_t)sizeof(b) ? 3 : 0;
 }
 
 /* A segment no longer appended to ends at its last frame. Best effort,
@@ -1468,6 +1470,11 @@ static int sync_view(fsafe_spool *s)
 	s->next_seq = s->durable_seq = h.next;
 	if (s->wfd < 0 || (r = tail_probe(s)) == 0)
 		return r;
+	if (r == 3) {
+		/* Another handle's close cut the reserve this one made. */
+		s->reserved = s->tail;
+		return 0;
+	}
 	if (r == 2) /* cut by hand: damage */
 		return recover_view(s);
 	if (r < 0 || (r = fsafe__file_size(s->wfd, &size)) < 0)

@@ -258,6 +258,33 @@ static void test_reserve_grows_with_appender(void **state)
 }
 
 /*
+ * Another handle's close cuts the file back to its frames, reserve and
+ * all: a handle that made a reserve before sees at its next append that
+ * the file ends at the tail, and makes one again.
+ */
+static void test_reserve_made_again_after_cut(void **state)
+{
+	struct fx *f = *state;
+	char *p = seg_path(f, 1);
+
+	fill(f, 0, 5);
+	/* Both open first: an open can change the head's gen, after which
+	   a handle takes the tail up afresh anyway. */
+	fsafe_spool *a = su_open(f->fd, "sp", 0, 300);
+	fsafe_spool *b = su_open(f->fd, "sp", 0, 300);
+	assert_int_equal(su_append(a, 6, 1, 1), 0);
+	assert_int_equal(su_append(a, 7, 64, 64), 0); /* a reserves */
+	assert_int_equal(su_append(b, 71, 1, 1), 0);
+	assert_int_equal(su_append(b, 72, 1, 1), 0); /* b too */
+	fsafe_spool_close(b); /* and cuts the file at its frames */
+	off_t cut = file_size(p);
+	assert_int_equal(su_append(a, 73, 1, 1), 0);
+	assert_true((uint64_t)file_size(p) > (uint64_t)cut + frames_of(73, 1));
+	fsafe_spool_close(a);
+	expect_records(f, 1, 73, 0, false);
+}
+
+/*
  * The reserve is per segment: a rollover's new segment gets its own from
  * its header on, not only once its tail passes the old segment's mark.
  */
@@ -642,6 +669,7 @@ int main(void)
 		T(test_abandoned_in_reserve_quarantined),
 		T(test_reserve_follows_rollover),
 		T(test_reserve_grows_with_appender),
+		T(test_reserve_made_again_after_cut),
 		T(test_stale_frames_rejected),
 		T(test_foreign_frame_rejected),
 		T(test_replayed_frame_rejected),
