@@ -24,6 +24,7 @@
 
 #include "batch.h"
 #include "checkpoint.h"
+#include "checkpoint_load.h"
 #include "error.h"
 #include "events.h"
 #include "fsafe.h"
@@ -856,12 +857,12 @@ static int manifest_read(int gfd, uint64_t seq, struct fsafe__manifest *m)
 /* ---- checking files against the manifest ------------------------------------ */
 
 /*
- * Read file e (in generation gfd), checking size and hash. With `keep`,
- * the bytes are returned in a buffer of e->size (+1) bytes; with `same`,
- * they must also equal its e->size bytes (-ESTALE at the first that
- * does not).
+ * Read file e (in generation gfd), checking size and hash, a piece at a
+ * time. With `same`, the bytes must also equal its e->size bytes
+ * (-ESTALE at the first that does not). A load reads and checks a whole
+ * generation at once instead (checkpoint_load.h).
  */
-static int check_file(int gfd, const struct fsafe__ckpt_entry *e, char **keep,
+static int check_file(int gfd, const struct fsafe__ckpt_entry *e,
                       const unsigned char *same)
 {
 	struct fsafe__sha256 c;
@@ -873,33 +874,30 @@ static int check_file(int gfd, const struct fsafe__ckpt_entry *e, char **keep,
 
 	if (fd < 0)
 		return fd;
-	if ((uint64_t)st.st_size != e->size || e->size > SIZE_MAX - 1) {
+	if ((uint64_t)st.st_size != e->size) {
 		fsafe__close(fd);
 		return -EBADMSG;
 	}
-	buf = malloc(keep ? (size_t)e->size + 1 : CHUNK);
-	if (!buf) {
+	if (!(buf = malloc(CHUNK))) {
 		fsafe__close(fd);
 		return -ENOMEM;
 	}
 	fsafe__sha256_init(&c);
 	for (;;) {
-		char *at = keep ? buf + got : buf;
 		/* Compared with other bytes, a short first read: a changed
 		   file usually differs early. */
-		size_t want = keep ? (size_t)(e->size - got) + 1
-		                   : same && !got ? FIRST_CHUNK : CHUNK;
-		ssize_t n = fsafe__read(fd, at, want);
+		ssize_t n = fsafe__read(fd, buf,
+		                        same && !got ? FIRST_CHUNK : CHUNK);
 		if (n <= 0) {
 			r = (int)n;
 			break;
 		}
 		if (same && got + (uint64_t)n <= e->size &&
-		    memcmp(same + got, at, (size_t)n) != 0) {
+		    memcmp(same + got, buf, (size_t)n) != 0) {
 			r = -ESTALE; /* not the bytes compared: stop early */
 			break;
 		}
-		fsafe__sha256_update(&c, at, (size_t)n);
+		fsafe__sha256_update(&c, buf, (size_t)n);
 		got += (uint64_t)n;
 		if (got > e->size)
 			break; /* grew meanwhile: not what was saved */
@@ -909,10 +907,7 @@ static int check_file(int gfd, const struct fsafe__ckpt_entry *e, char **keep,
 	fsafe__sha256_hex(d, hex);
 	if (r == 0 && (got != e->size || strcmp(hex, e->hash) != 0))
 		r = -EBADMSG;
-	if (r == 0 && keep)
-		*keep = buf;
-	else
-		free(buf);
+	free(buf);
 	return r;
 }
 
@@ -970,12 +965,14 @@ static int load_gen(fsafe_checkpoint *cp, uint64_t seq, unsigned flags,
 	if ((r = manifest_read(gfd, seq, &s->m)) < 0)
 		damage_set(dm, seq, r, "");
 	if (r == 0 && !(flags & FSAFE_CHECKPOINT_MANIFEST_ONLY)) {
+		size_t bad;
 		s->data = calloc(s->m.n ? s->m.n : 1, sizeof(*s->data));
 		if (!s->data)
 			r = -ENOMEM;
-		for (size_t i = 0; r == 0 && i < s->m.n; i++)
-			if ((r = check_file(gfd, &s->m.e[i], &s->data[i], NULL)) < 0)
-				damage_set(dm, seq, r, s->m.e[i].name);
+		else if ((r = fsafe__ckpt_load_files(gfd, &s->m, s->data, &bad,
+		                                     FSAFE__LOAD_AUTO)) < 0 &&
+		         bad < s->m.n)
+			damage_set(dm, seq, r, s->m.e[bad].name);
 	}
 	fsafe__close(gfd);
 	if (r < 0)
@@ -1172,7 +1169,7 @@ int fsafe_checkpoint_verify(fsafe_checkpoint *cp, uint64_t generation,
 	if ((r = manifest_read(gfd, seq, &m)) < 0)
 		damage_set(damage, seq, r, "");
 	for (size_t i = 0; r == 0 && i < m.n; i++)
-		if ((r = check_file(gfd, &m.e[i], NULL, NULL)) < 0)
+		if ((r = check_file(gfd, &m.e[i], NULL)) < 0)
 			damage_set(damage, seq, r, m.e[i].name),
 				step = "check file";
 	fsafe__manifest_free(&m);
@@ -1543,7 +1540,7 @@ static bool tx_try_link(fsafe_checkpoint_tx *tx, size_t i, const void *same)
 		return false;
 	e = bsearch(&key, tx->prev.e, tx->prev.n, sizeof(key), fsafe__manifest_cmp_entry);
 	if (!e || e->size != f->size || (!same && strcmp(e->hash, f->hash)) ||
-	    check_file(tx->prevfd, e, NULL, same) < 0 ||
+	    check_file(tx->prevfd, e, same) < 0 ||
 	    fsafe__linkat(tx->prevfd, f->name, tx->gfd, f->name, 0) < 0)
 		return false;
 	memcpy(f->hash, e->hash, sizeof(f->hash));
@@ -1935,7 +1932,7 @@ static int gen_verify(int dirfd, uint64_t seq, char *path, char *what,
 		describe(r, gfd, FSAFE__CKPT_MANIFEST, what, len);
 	}
 	for (size_t i = 0; r == 0 && i < m.n; i++) {
-		if ((r = check_file(gfd, &m.e[i], NULL, NULL)) < 0) {
+		if ((r = check_file(gfd, &m.e[i], NULL)) < 0) {
 			snprintf(path, len, "%s/%.255s", name, m.e[i].name);
 			describe(r, gfd, m.e[i].name, what, len);
 		}

@@ -1,0 +1,255 @@
+/* A generation's files read and checked, reading and hashing overlapped
+   (checkpoint_load.h). */
+#define _GNU_SOURCE
+#include "checkpoint_load.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "sha256.h"
+#include "sys.h"
+
+/* From this many bytes in all, the files are read on a thread of their
+   own; below, starting one costs more than the overlap saves. */
+#define THREAD_MIN ((uint64_t)256 << 10)
+/* What one read asks for: the hashing follows a piece behind. */
+#define PIECE ((size_t)256 << 10)
+
+/* A file's read_rc until it is read (then 0 or -errno). */
+#define READING 1
+/* A file's read_rc when its read was never started: another file failed
+   first. Not a verdict on this one. */
+#define SKIPPED (-ECANCELED)
+
+enum { UNCLAIMED, BY_CALLER, BY_READER };
+
+struct lfile {
+	const struct fsafe__ckpt_entry *e;
+	char *buf;             /* the reader's, until the check is done */
+	_Atomic uint64_t got;  /* bytes in buf so far (published after them) */
+	_Atomic int read_rc;   /* READING, then the read's result */
+	_Atomic int owner;     /* which thread hashes it */
+	int result;            /* the check's, once `checked` (by its owner) */
+	bool checked;
+};
+
+struct load {
+	struct lfile *f;
+	size_t n;
+	int gfd;
+	bool threaded;
+	atomic_bool stop;      /* a file failed: check no more */
+	pthread_mutex_t mu;
+	pthread_cond_t more;   /* the reader published something */
+};
+
+/* Wake a hasher waiting for what the reader just published. */
+static void publish(struct load *l)
+{
+	if (!l->threaded)
+		return;
+	pthread_mutex_lock(&l->mu);
+	pthread_cond_broadcast(&l->more);
+	pthread_mutex_unlock(&l->mu);
+}
+
+/* Read f whole into a new buffer, a piece at a time, each piece published
+   as it lands. One byte more than the manifest's size is asked for, so a
+   file that grew is caught, as one that is shorter is. */
+static int read_file(struct load *l, struct lfile *f)
+{
+	struct stat st;
+	uint64_t size = f->e->size, got = 0;
+	int r = 0, fd = fsafe__open_regular(l->gfd, f->e->name, O_RDONLY, &st);
+
+	if (fd < 0)
+		return fd;
+	if ((uint64_t)st.st_size != size || size > SIZE_MAX - 1)
+		r = -EBADMSG;
+	else if (!(f->buf = malloc((size_t)size + 1)))
+		r = -ENOMEM;
+	while (r == 0) {
+		uint64_t left = size + 1 - got;
+		ssize_t n = fsafe__read(fd, f->buf + got,
+		                        left < PIECE ? (size_t)left : PIECE);
+		if (n <= 0) {
+			r = n < 0 ? (int)n : got == size ? 0 : -EBADMSG;
+			break;
+		}
+		if ((got += (uint64_t)n) > size) {
+			r = -EBADMSG;
+			break;
+		}
+		atomic_store_explicit(&f->got, got, memory_order_release);
+		publish(l);
+	}
+	fsafe__close(fd);
+	return r;
+}
+
+static void read_all(struct load *l)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		struct lfile *f = &l->f[i];
+		int r = atomic_load(&l->stop) ? SKIPPED : read_file(l, f);
+		atomic_store_explicit(&f->read_rc, r, memory_order_release);
+		publish(l);
+	}
+}
+
+/* Until the reader has published more of f than `hashed`, or is done. */
+static void wait_more(struct load *l, struct lfile *f, uint64_t hashed)
+{
+	pthread_mutex_lock(&l->mu);
+	while (atomic_load(&f->got) == hashed &&
+	       atomic_load(&f->read_rc) == READING)
+		pthread_cond_wait(&l->more, &l->mu);
+	pthread_mutex_unlock(&l->mu);
+}
+
+/* Hash f as its pieces arrive and compare: 0, -EBADMSG, the read's
+   failure, or SKIPPED. */
+static int hash_file(struct load *l, struct lfile *f)
+{
+	struct fsafe__sha256 c;
+	uint64_t hashed = 0;
+	uint8_t d[32];
+	char hex[65];
+	int rc;
+
+	fsafe__sha256_init(&c);
+	for (;;) {
+		/* read_rc first: once it is final, so is got. */
+		rc = atomic_load_explicit(&f->read_rc, memory_order_acquire);
+		uint64_t got = atomic_load_explicit(&f->got,
+		                                    memory_order_acquire);
+		if (got > hashed) {
+			fsafe__sha256_update(&c, f->buf + hashed,
+			                     (size_t)(got - hashed));
+			hashed = got;
+		} else if (rc != READING) {
+			break;
+		} else {
+			wait_more(l, f, hashed);
+		}
+	}
+	fsafe__sha256_final(&c, d);
+	if (rc < 0)
+		return rc;
+	fsafe__sha256_hex(d, hex);
+	return strcmp(hex, f->e->hash) != 0 ? -EBADMSG : 0;
+}
+
+/* Check f if no other thread has claimed it: false if one had. */
+static bool check(struct load *l, struct lfile *f, int who)
+{
+	int none = UNCLAIMED;
+
+	if (!atomic_compare_exchange_strong(&f->owner, &none, who))
+		return false;
+	int r = hash_file(l, f);
+	if (r != SKIPPED) {
+		f->result = r;
+		f->checked = true;
+	}
+	if (r < 0)
+		atomic_store(&l->stop, true);
+	return true;
+}
+
+/* The caller hashes in name order, behind the reader, until it meets a
+   file the reader took. */
+static void hash_forward(struct load *l)
+{
+	for (size_t i = 0; i < l->n && !atomic_load(&l->stop); i++)
+		if (!check(l, &l->f[i], BY_CALLER))
+			break;
+}
+
+/* The reader, with every file read, hashes from the last file back until
+   it meets one the caller took. */
+static void *reader(void *arg)
+{
+	struct load *l = arg;
+
+	read_all(l);
+	for (size_t i = l->n; i-- > 0 && !atomic_load(&l->stop);)
+		if (!check(l, &l->f[i], BY_READER))
+			break;
+	return NULL;
+}
+
+static bool large(const struct fsafe__manifest *m)
+{
+	uint64_t total = 0;
+
+	for (size_t i = 0; i < m->n && total < THREAD_MIN; i++)
+		total += m->e[i].size < THREAD_MIN ? m->e[i].size : THREAD_MIN;
+	return total >= THREAD_MIN;
+}
+
+static void start(struct load *l, const struct fsafe__manifest *m,
+                  enum fsafe__load_how how, pthread_t *t)
+{
+	l->threaded = how == FSAFE__LOAD_AUTO ? large(m)
+	                                      : how != FSAFE__LOAD_INLINE;
+	if (l->threaded && pthread_create(t, NULL, reader, l) != 0)
+		l->threaded = false;
+	if (!l->threaded)
+		read_all(l); /* then hashed one by one by the caller */
+}
+
+/* The first file in name order found damaged: its failure, *bad its
+   index; else 0. Every file was checked unless one failed: the caller
+   and the reader claim from both ends until they meet. */
+static int verdict(const struct load *l, size_t *bad)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		if (l->f[i].checked && l->f[i].result < 0) {
+			*bad = i;
+			return l->f[i].result;
+		}
+	}
+	return 0;
+}
+
+int fsafe__ckpt_load_files(int gfd, const struct fsafe__manifest *m,
+                           char **data, size_t *bad, enum fsafe__load_how how)
+{
+	struct load l = { .n = m->n, .gfd = gfd };
+	pthread_t t;
+
+	*bad = m->n;
+	if (!(l.f = calloc(m->n ? m->n : 1, sizeof(*l.f))))
+		return -ENOMEM;
+	for (size_t i = 0; i < m->n; i++) {
+		l.f[i].e = &m->e[i];
+		atomic_init(&l.f[i].read_rc, READING);
+	}
+	pthread_mutex_init(&l.mu, NULL);
+	pthread_cond_init(&l.more, NULL);
+	start(&l, m, how, &t);
+	bool joined = l.threaded && how == FSAFE__LOAD_READER_FIRST &&
+	              pthread_join(t, NULL) == 0;
+	hash_forward(&l);
+	if (l.threaded && !joined)
+		pthread_join(t, NULL);
+	int r = verdict(&l, bad);
+	for (size_t i = 0; i < m->n; i++) {
+		if (r == 0)
+			data[i] = l.f[i].buf;
+		else
+			free(l.f[i].buf);
+	}
+	pthread_cond_destroy(&l.more);
+	pthread_mutex_destroy(&l.mu);
+	free(l.f);
+	return r;
+}
