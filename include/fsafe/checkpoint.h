@@ -212,7 +212,9 @@ struct fsafe_checkpoint_load_opts {
  * there is no checkpoint (or no such generation); -EBADMSG when a file or
  * the manifest does not match (damage names it); -EPROTONOSUPPORT for a
  * manifest format this library does not know; or another negative errno.
- * Records a "loaded" event (not in READ_ONLY mode). `opts` may be NULL.
+ * Records a "loaded" event (not in READ_ONLY mode), written but not
+ * synced: a load never waits for the device, and a crash may lose that
+ * record (nothing else). `opts` may be NULL.
  */
 FSAFE_API int fsafe_checkpoint_load(fsafe_checkpoint *cp,
                                     const struct fsafe_checkpoint_load_opts *opts,

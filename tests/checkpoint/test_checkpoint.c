@@ -649,6 +649,35 @@ static void unclean_shutdown_and_events(void **state)
 	free(log);
 }
 
+/* A load records its event without waiting for the device: no sync of
+   any kind goes through the system-call table, and the event is there. */
+static void load_never_syncs(void **state)
+{
+	struct fx *f = *state;
+	unsigned char *big = pattern((size_t)1 << 20, 5);
+	const struct file a[] = { { "x", "1", 1 }, { "big", big, 1 << 20 } };
+	struct evlist l = { 0 };
+	size_t damaged;
+	fsafe_checkpoint *cp = open_cp(f);
+	fsafe_checkpoint_snapshot *s;
+
+	save(cp, a, 2);
+	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
+	assert_int_equal(fsafe_checkpoint_load(cp, NULL, &s), 0);
+	int syncs = fault_calls_named("fsync") + fault_calls_named("fdatasync") +
+	            fault_calls_named("syncfs");
+	fault_remove();
+	assert_int_equal(syncs, 0);
+	expect_set(s, a, 2);
+	fsafe_checkpoint_snapshot_free(s);
+	assert_int_equal(fsafe_checkpoint_close(cp), 0);
+	assert_int_equal(fsafe_checkpoint_events(AT_FDCWD, f->dir, collect, &l,
+	                                         &damaged), 0);
+	assert_int_equal(damaged, 0);
+	assert_int_equal(count_kind(&l, FSAFE_CHECKPOINT_EV_LOADED), 1);
+	free(big);
+}
+
 static void one_writer_at_a_time(void **state)
 {
 	struct fx *f = *state;
@@ -867,6 +896,8 @@ int main(void)
 		                                teardown),
 		cmocka_unit_test_setup_teardown(
 			partial_generation_ignored_and_removed, setup, teardown),
+		cmocka_unit_test_setup_teardown(load_never_syncs, setup,
+		                                teardown),
 		cmocka_unit_test_setup_teardown(unclean_shutdown_and_events,
 		                                setup, teardown),
 		cmocka_unit_test_setup_teardown(one_writer_at_a_time, setup,
