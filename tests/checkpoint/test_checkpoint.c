@@ -141,18 +141,6 @@ static bool exists(const char *p)
 	return lstat(p, &st) == 0;
 }
 
-static unsigned char *pattern(size_t n, unsigned seed)
-{
-	unsigned char *b = malloc(n ? n : 1);
-	uint32_t x = seed * 2654435761u + 7;
-
-	for (size_t i = 0; i < n; i++) {
-		x ^= x << 13, x ^= x >> 17, x ^= x << 5;
-		b[i] = (unsigned char)x;
-	}
-	return b;
-}
-
 /* ---- round trips ---------------------------------------------------------- */
 
 static void no_checkpoint_yet(void **state)
@@ -203,7 +191,7 @@ static void round_trip_many_files(void **state)
 	enum { N = 1000 };
 	static struct file fs[N];
 	static char names[N][32];
-	unsigned char *data = pattern(N * 64, 3);
+	unsigned char *data = tu_pattern(N * 64, 3);
 	fsafe_checkpoint *cp = open_cp(f);
 
 	for (size_t i = 0; i < N; i++) {
@@ -230,7 +218,7 @@ static void round_trip_large_stream(void **state)
 {
 	struct fx *f = *state;
 	const size_t total = (size_t)100 << 20, piece = (size_t)1 << 20;
-	unsigned char *big = pattern(total, 11);
+	unsigned char *big = tu_pattern(total, 11);
 	fsafe_checkpoint *cp = open_cp(f);
 	fsafe_checkpoint_tx *tx;
 	fsafe_checkpoint_stream *st;
@@ -442,7 +430,7 @@ static void links_never_leak_changes(void **state)
 {
 	struct fx *f = *state;
 	const size_t n = 1 << 20;
-	unsigned char *big = pattern(n, 5), *big2 = pattern(n, 6);
+	unsigned char *big = tu_pattern(n, 5), *big2 = tu_pattern(n, 6);
 	const struct file a[] = { { "big", big, n }, { "s", "a", 1 } };
 	const struct file b[] = { { "big", big, n }, { "s", "b", 1 } };
 	const struct file c[] = { { "big", big2, n }, { "s", "c", 1 } };
@@ -654,7 +642,7 @@ static void unclean_shutdown_and_events(void **state)
 static void load_never_syncs(void **state)
 {
 	struct fx *f = *state;
-	unsigned char *big = pattern((size_t)1 << 20, 5);
+	unsigned char *big = tu_pattern((size_t)1 << 20, 5);
 	const struct file a[] = { { "x", "1", 1 }, { "big", big, 1 << 20 } };
 	struct evlist l = { 0 };
 	size_t damaged;

@@ -54,18 +54,6 @@ struct fx {
 	struct fsafe__manifest m;
 };
 
-static unsigned char *pattern(size_t n, unsigned seed)
-{
-	unsigned char *b = malloc(n ? n : 1);
-	uint32_t x = seed * 2654435761u + 11;
-
-	for (size_t i = 0; i < n; i++) {
-		x ^= x << 13, x ^= x >> 17, x ^= x << 5;
-		b[i] = (unsigned char)x;
-	}
-	return b;
-}
-
 static int setup(void **state)
 {
 	struct fx *f = calloc(1, sizeof(*f));
@@ -81,7 +69,7 @@ static int setup(void **state)
 	assert_int_equal(fsafe_checkpoint_open(f->t->dirfd, "cp", &o, &cp), 0);
 	assert_int_equal(fsafe_checkpoint_begin(cp, &tx), 0);
 	for (int i = 0; i < NFILES; i++) {
-		f->bytes[i] = pattern(sizes[i], (unsigned)i + 1);
+		f->bytes[i] = tu_pattern(sizes[i], (unsigned)i + 1);
 		assert_int_equal(fsafe_checkpoint_add(tx, names[i], f->bytes[i],
 		                                      sizes[i]), 0);
 	}

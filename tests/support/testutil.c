@@ -8,6 +8,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +61,20 @@ void tu_put(const char *dir, const char *name, const void *buf, size_t len)
 	if (!f || fwrite(buf, 1, len, f) != len || fclose(f) != 0)
 		abort();
 	free(p);
+}
+
+unsigned char *tu_pattern(size_t n, unsigned seed)
+{
+	unsigned char *b = malloc(n ? n : 1);
+	uint32_t x = seed * 2654435761u + 7;
+
+	if (!b)
+		abort();
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+		b[i] = (unsigned char)x;
+	}
+	return b;
 }
 
 char *tu_get(const char *dir, const char *name, size_t *len)

@@ -14,6 +14,10 @@ void tu_rmtree(const char *path);
 void tu_put(const char *dir, const char *name, const void *buf, size_t len);
 /* Read a whole file into a malloc'd buffer; NULL if missing. */
 char *tu_get(const char *dir, const char *name, size_t *len);
+/* n pseudo-random bytes (xorshift from `seed`: the same seed, the same
+   bytes), malloc'd (at least 1 byte, so never NULL for n = 0); aborts
+   when out of memory. */
+unsigned char *tu_pattern(size_t n, unsigned seed);
 /* True when the file's bytes equal buf exactly. */
 bool tu_equals(const char *dir, const char *name, const void *buf, size_t len);
 /* Number of directory entries (not "." / "..") in dir. */
