@@ -41,8 +41,6 @@
 #define LOG_MAX ((size_t)256 << 20)
 #define GEN_MAX UINT64_C(999999999999)
 #define GEN_NAME_LEN (4 + FSAFE__CKPT_GEN_DIGITS)
-#define CHUNK ((size_t)1 << 20)
-#define FIRST_CHUNK ((size_t)16 << 10)
 /* From this many bytes to hash, a commit hashes on a thread of its own
    while its files are written and synced; below, a thread costs more
    than it saves. */
@@ -867,62 +865,7 @@ static int manifest_read(int gfd, uint64_t seq, struct fsafe__manifest *m)
 	return r;
 }
 
-/* ---- checking files against the manifest ------------------------------------ */
-
-/*
- * Read file e (in generation gfd), checking size and hash, a piece at a
- * time. With `same`, the bytes must also equal its e->size bytes
- * (-ESTALE at the first that does not). A load reads and checks a whole
- * generation at once instead (checkpoint_load.h).
- */
-static int check_file(int gfd, const struct fsafe__ckpt_entry *e,
-                      const unsigned char *same)
-{
-	struct fsafe__sha256 c;
-	struct stat st;
-	uint8_t d[32];
-	char hex[65], *buf;
-	uint64_t got = 0;
-	int r = 0, fd = fsafe__open_regular(gfd, e->name, O_RDONLY, &st);
-
-	if (fd < 0)
-		return fd;
-	if ((uint64_t)st.st_size != e->size) {
-		fsafe__close(fd);
-		return -EBADMSG;
-	}
-	if (!(buf = malloc(CHUNK))) {
-		fsafe__close(fd);
-		return -ENOMEM;
-	}
-	fsafe__sha256_init(&c);
-	for (;;) {
-		/* Compared with other bytes, a short first read: a changed
-		   file usually differs early. */
-		ssize_t n = fsafe__read(fd, buf,
-		                        same && !got ? FIRST_CHUNK : CHUNK);
-		if (n <= 0) {
-			r = (int)n;
-			break;
-		}
-		if (same && got + (uint64_t)n <= e->size &&
-		    memcmp(same + got, buf, (size_t)n) != 0) {
-			r = -ESTALE; /* not the bytes compared: stop early */
-			break;
-		}
-		fsafe__sha256_update(&c, buf, (size_t)n);
-		got += (uint64_t)n;
-		if (got > e->size)
-			break; /* grew meanwhile: not what was saved */
-	}
-	fsafe__close(fd);
-	fsafe__sha256_final(&c, d);
-	fsafe__sha256_hex(d, hex);
-	if (r == 0 && (got != e->size || strcmp(hex, e->hash) != 0))
-		r = -EBADMSG;
-	free(buf);
-	return r;
-}
+/* ---- what a load or a verify found (files: checkpoint_load.c) ---------------- */
 
 static void damage_set(struct fsafe_checkpoint_damage *dm, uint64_t seq,
                        int code, const char *file)
@@ -1182,7 +1125,7 @@ int fsafe_checkpoint_verify(fsafe_checkpoint *cp, uint64_t generation,
 	if ((r = manifest_read(gfd, seq, &m)) < 0)
 		damage_set(damage, seq, r, "");
 	for (size_t i = 0; r == 0 && i < m.n; i++)
-		if ((r = check_file(gfd, &m.e[i], NULL)) < 0)
+		if ((r = fsafe__ckpt_check_file(gfd, &m.e[i], NULL)) < 0)
 			damage_set(damage, seq, r, m.e[i].name),
 				step = "check file";
 	fsafe__manifest_free(&m);
@@ -1553,7 +1496,7 @@ static bool tx_try_link(fsafe_checkpoint_tx *tx, size_t i, const void *same)
 		return false;
 	e = bsearch(&key, tx->prev.e, tx->prev.n, sizeof(key), fsafe__manifest_cmp_entry);
 	if (!e || e->size != f->size || (!same && strcmp(e->hash, f->hash)) ||
-	    check_file(tx->prevfd, e, same) < 0 ||
+	    fsafe__ckpt_check_file(tx->prevfd, e, same) < 0 ||
 	    fsafe__linkat(tx->prevfd, f->name, tx->gfd, f->name, 0) < 0)
 		return false;
 	memcpy(f->hash, e->hash, sizeof(f->hash));
@@ -1945,7 +1888,7 @@ static int gen_verify(int dirfd, uint64_t seq, char *path, char *what,
 		describe(r, gfd, FSAFE__CKPT_MANIFEST, what, len);
 	}
 	for (size_t i = 0; r == 0 && i < m.n; i++) {
-		if ((r = check_file(gfd, &m.e[i], NULL)) < 0) {
+		if ((r = fsafe__ckpt_check_file(gfd, &m.e[i], NULL)) < 0) {
 			snprintf(path, len, "%s/%.255s", name, m.e[i].name);
 			describe(r, gfd, m.e[i].name, what, len);
 		}

@@ -1,5 +1,4 @@
-/* A generation's files read and checked, reading and hashing overlapped
-   (checkpoint_load.h). */
+/* A generation's files checked against its manifest (checkpoint_load.h). */
 #define _GNU_SOURCE
 #include "checkpoint_load.h"
 
@@ -19,8 +18,12 @@
 /* From this many bytes in all, the files are read on a thread of their
    own; below, starting one costs more than the overlap saves. */
 #define THREAD_MIN ((uint64_t)256 << 10)
-/* What one read asks for: the hashing follows a piece behind. */
+/* What one read of a load asks for: the hashing follows a piece behind. */
 #define PIECE ((size_t)256 << 10)
+/* A check's reads: the whole buffer, and the first when it compares
+   bytes (a changed file usually differs early). */
+#define CHUNK ((size_t)1 << 20)
+#define FIRST_CHUNK ((size_t)16 << 10)
 
 /* A file's read_rc until it is read (then 0 or -errno). */
 #define READING 1
@@ -36,8 +39,7 @@ struct lfile {
 	_Atomic uint64_t got;  /* bytes in buf so far (published after them) */
 	_Atomic int read_rc;   /* READING, then the read's result */
 	_Atomic int owner;     /* which thread hashes it */
-	int result;            /* the check's, once `checked` (by its owner) */
-	bool checked;
+	int result;            /* the check's (its owner's): 0 until done */
 };
 
 struct load {
@@ -49,6 +51,85 @@ struct load {
 	pthread_mutex_t mu;
 	pthread_cond_t more;   /* the reader published something */
 };
+
+/* ---- what every check of a file shares ------------------------------------ */
+
+/* File e opened for reading, its size the manifest's: the fd, -EBADMSG,
+   or what opening it gave. */
+static int open_entry(int gfd, const struct fsafe__ckpt_entry *e)
+{
+	struct stat st;
+	int fd = fsafe__open_regular(gfd, e->name, O_RDONLY, &st);
+
+	if (fd >= 0 && ((uint64_t)st.st_size != e->size ||
+	                e->size > SIZE_MAX - 1)) {
+		fsafe__close(fd);
+		return -EBADMSG;
+	}
+	return fd;
+}
+
+/* Count read n's bytes into *got: READING while the file may hold more;
+   at its end 0 if it held exactly `size` bytes, else -EBADMSG (one that
+   grew while read is caught as one that is shorter is: the reads ask
+   past the size); or the read's failure. */
+static int count_read(ssize_t n, uint64_t *got, uint64_t size)
+{
+	if (n <= 0)
+		return n < 0 ? (int)n : *got == size ? 0 : -EBADMSG;
+	if ((*got += (uint64_t)n) > size)
+		return -EBADMSG;
+	return READING;
+}
+
+/* 0 when c's digest is `want` (hex), else -EBADMSG; c is finished. */
+static int hash_matches(struct fsafe__sha256 *c, const char *want)
+{
+	uint8_t d[32];
+	char hex[65];
+
+	fsafe__sha256_final(c, d);
+	fsafe__sha256_hex(d, hex);
+	return strcmp(hex, want) != 0 ? -EBADMSG : 0;
+}
+
+/* ---- one file, checked a piece at a time ------------------------------------ */
+
+int fsafe__ckpt_check_file(int gfd, const struct fsafe__ckpt_entry *e,
+                           const unsigned char *same)
+{
+	struct fsafe__sha256 c;
+	uint64_t got = 0;
+	unsigned char *buf;
+	int r, fd = open_entry(gfd, e);
+
+	if (fd < 0)
+		return fd;
+	if (!(buf = malloc(CHUNK))) {
+		fsafe__close(fd);
+		return -ENOMEM;
+	}
+	fsafe__sha256_init(&c);
+	do {
+		ssize_t n = fsafe__read(fd, buf,
+		                        same && !got ? FIRST_CHUNK : CHUNK);
+		r = count_read(n, &got, e->size);
+		if (r == READING && same &&
+		    memcmp(same + got - (uint64_t)n, buf, (size_t)n) != 0)
+			r = -ESTALE; /* not the bytes compared: stop early */
+		if (r == READING)
+			fsafe__sha256_update(&c, buf, (size_t)n);
+	} while (r == READING);
+	fsafe__close(fd);
+	free(buf);
+	if (r < 0) {
+		fsafe__sha256_free(&c);
+		return r;
+	}
+	return hash_matches(&c, e->hash);
+}
+
+/* ---- a whole generation kept in memory, for a load ------------------------- */
 
 /* Wake a hasher waiting for what the reader just published. */
 static void publish(struct load *l)
@@ -65,30 +146,21 @@ static void publish(struct load *l)
    file that grew is caught, as one that is shorter is. */
 static int read_file(struct load *l, struct lfile *f)
 {
-	struct stat st;
 	uint64_t size = f->e->size, got = 0;
-	int r = 0, fd = fsafe__open_regular(l->gfd, f->e->name, O_RDONLY, &st);
+	int r, fd = open_entry(l->gfd, f->e);
 
 	if (fd < 0)
 		return fd;
-	if ((uint64_t)st.st_size != size || size > SIZE_MAX - 1)
-		r = -EBADMSG;
-	else if (!(f->buf = malloc((size_t)size + 1)))
-		r = -ENOMEM;
-	while (r == 0) {
+	r = (f->buf = malloc((size_t)size + 1)) ? READING : -ENOMEM;
+	while (r == READING) {
 		uint64_t left = size + 1 - got;
 		ssize_t n = fsafe__read(fd, f->buf + got,
 		                        left < PIECE ? (size_t)left : PIECE);
-		if (n <= 0) {
-			r = n < 0 ? (int)n : got == size ? 0 : -EBADMSG;
-			break;
+		if ((r = count_read(n, &got, size)) == READING) {
+			atomic_store_explicit(&f->got, got,
+			                      memory_order_release);
+			publish(l);
 		}
-		if ((got += (uint64_t)n) > size) {
-			r = -EBADMSG;
-			break;
-		}
-		atomic_store_explicit(&f->got, got, memory_order_release);
-		publish(l);
 	}
 	fsafe__close(fd);
 	return r;
@@ -120,8 +192,6 @@ static int hash_file(struct load *l, struct lfile *f)
 {
 	struct fsafe__sha256 c;
 	uint64_t hashed = 0;
-	uint8_t d[32];
-	char hex[65];
 	int rc;
 
 	fsafe__sha256_init(&c);
@@ -140,11 +210,11 @@ static int hash_file(struct load *l, struct lfile *f)
 			wait_more(l, f, hashed);
 		}
 	}
-	fsafe__sha256_final(&c, d);
-	if (rc < 0)
+	if (rc < 0) {
+		fsafe__sha256_free(&c);
 		return rc;
-	fsafe__sha256_hex(d, hex);
-	return strcmp(hex, f->e->hash) != 0 ? -EBADMSG : 0;
+	}
+	return hash_matches(&c, f->e->hash);
 }
 
 /* Check f if no other thread has claimed it: false if one had. */
@@ -154,12 +224,7 @@ static bool check(struct load *l, struct lfile *f, int who)
 
 	if (!atomic_compare_exchange_strong(&f->owner, &none, who))
 		return false;
-	int r = hash_file(l, f);
-	if (r != SKIPPED) {
-		f->result = r;
-		f->checked = true;
-	}
-	if (r < 0)
+	if ((f->result = hash_file(l, f)) < 0)
 		atomic_store(&l->stop, true);
 	return true;
 }
@@ -212,7 +277,7 @@ static void start(struct load *l, const struct fsafe__manifest *m,
 static int verdict(const struct load *l, size_t *bad)
 {
 	for (size_t i = 0; i < l->n; i++) {
-		if (l->f[i].checked && l->f[i].result < 0) {
+		if (l->f[i].result < 0 && l->f[i].result != SKIPPED) {
 			*bad = i;
 			return l->f[i].result;
 		}

@@ -1,11 +1,13 @@
 /*
- * A generation's files read into memory and checked against its manifest
- * (size and SHA-256), for the checkpoint's load. Reading and hashing
- * overlap: the files are read on a thread of their own, in name order, a
- * piece at a time, while the caller hashes each piece as it arrives; once
- * all are read, that thread hashes the files the caller has not reached,
- * from the last one back. A small generation is read and hashed on the
- * caller's thread alone, one file after the other.
+ * A generation's files checked against its manifest (size and SHA-256):
+ * one file a piece at a time (verify, the store's check, a save's
+ * comparison with the old copy), or a whole generation read into memory
+ * for a load. A load's reading and hashing overlap: the files are read on
+ * a thread of their own, in name order, a piece at a time, while the
+ * caller hashes each piece as it arrives; once all are read, that thread
+ * hashes the files the caller has not reached, from the last one back. A
+ * small generation is read and hashed on the caller's thread alone, one
+ * file after the other.
  */
 #ifndef FSAFE_CHECKPOINT_LOAD_H
 #define FSAFE_CHECKPOINT_LOAD_H
@@ -14,7 +16,16 @@
 
 #include "manifest.h"
 
-/* Who reads and who hashes. */
+/*
+ * File e in generation gfd, its size and hash checked; with `same`, its
+ * bytes must also be those e->size bytes (-ESTALE at the first read that
+ * differs). 0, -EBADMSG, -ESTALE, -ENOMEM, or what opening or reading it
+ * gave.
+ */
+int fsafe__ckpt_check_file(int gfd, const struct fsafe__ckpt_entry *e,
+                           const unsigned char *same);
+
+/* Who reads and who hashes in a load. */
 enum fsafe__load_how {
 	/* A reader thread from THREAD_MIN bytes in all (checkpoint_load.c),
 	   the caller's thread alone below. */
