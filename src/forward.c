@@ -147,10 +147,11 @@ void fsafe_forward_close(fsafe_forward *f)
 }
 
 /* Room for `len` more bytes at `used`; the records already in the batch
-   are moved along when the buffer moves. */
+   are moved along when the buffer moves. There is always a buffer, so an
+   empty record too points somewhere valid. */
 static int buf_room(fsafe_forward *f, size_t used, size_t len, size_t n)
 {
-	if (used + len <= f->bufcap)
+	if (f->buf && used + len <= f->bufcap)
 		return 0;
 	size_t cap = used + len > f->o.batch_bytes ? used + len
 	                                           : f->o.batch_bytes;

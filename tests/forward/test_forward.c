@@ -170,6 +170,36 @@ static void test_batch_bytes(void **state)
 	fs_free(k);
 }
 
+/* A forwarder whose first record is empty (fs_record(300) is) hands the
+   sink a valid pointer for it, before its buffer has ever held a byte. */
+static void test_first_record_empty(void **state)
+{
+	struct tu_fx *f = *state;
+	struct fakesink *k = fs_new();
+	struct fsafe_forward_opts o = FSAFE_FORWARD_OPTS_INIT;
+	fsafe_spool *s = sp_open(f, 0);
+	unsigned char b[300];
+
+	assert_int_equal(fs_record(300, b), 0);
+	fs_append(s, 1, 302);
+	o.batch = 299;
+	fsafe_forward *fw = fw_open(s, k, &o);
+	assert_int_equal(fsafe_forward_step(fw, NULL), 299);
+	fsafe_forward_close(fw);
+	o.batch = 1;
+	fw = fw_open(s, k, &o);
+	assert_int_equal(fsafe_forward_step(fw, NULL), 1);
+	assert_int_equal(cursor_of(s), 301);
+	o.batch = 64;
+	fsafe_forward_close(fw);
+	fw = fw_open(s, k, &o);
+	assert_int_equal(fsafe_forward_step(fw, NULL), 2);
+	fs_assert_all(k, 302);
+	fsafe_forward_close(fw);
+	fsafe_spool_close(s);
+	fs_free(k);
+}
+
 /* Appends between steps (the same thread) are forwarded too. */
 static void test_appends_between_steps(void **state)
 {
@@ -542,6 +572,8 @@ int main(void)
 		                                tu_fx_teardown),
 		cmocka_unit_test_setup_teardown(test_batch_bytes, tu_fx_setup,
 		                                tu_fx_teardown),
+		cmocka_unit_test_setup_teardown(test_first_record_empty,
+		                                tu_fx_setup, tu_fx_teardown),
 		cmocka_unit_test_setup_teardown(test_appends_between_steps,
 		                                tu_fx_setup, tu_fx_teardown),
 		cmocka_unit_test_setup_teardown(test_retry_then_deliver,
