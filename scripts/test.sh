@@ -2,9 +2,9 @@
 # The whole test suite, as CI runs it: a gcc build and every test, a gcc
 # Release build and its tests but the power cuts and the crash and damage
 # loops, a build without io_uring and its batch and async tests,
-# warning-free builds at every build type with gcc and clang, the
-# unit/crash/module and JetStream sink tests under ASan+UBSan, and the
-# bounded fuzz run.
+# warning-free builds at every build type with gcc and clang, every test
+# but fuzzing, power cuts, install and the bindings under ASan+UBSan, the
+# tests that run threads under ThreadSanitizer, and the bounded fuzz run.
 #
 # FSAFE_WERROR=ON (the project's CI sets it in .ci/run) makes warnings
 # errors; a user's run of this script does not need it.
@@ -83,6 +83,14 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	ctest --test-dir "$out/asan" --output-on-failure -j "$jobs" \
 	-LE 'fuzz|power|install|python|node'
+
+# die_after_fork=0: the sync pool must start threads again in a child of a
+# fork (test_sync_pool checks it), which TSan refuses by default.
+step "ThreadSanitizer: the tests whose processes run threads"
+CC=clang configure "$out/tsan" -DFSAFE_TSAN=ON -DCMAKE_BUILD_TYPE=Debug
+cmake --build "$out/tsan" -j "$jobs"
+TSAN_OPTIONS=halt_on_error=1:die_after_fork=0 \
+	ctest --test-dir "$out/tsan" --output-on-failure -j "$jobs" -L threads
 
 if [ -f tests/fuzz/CMakeLists.txt ]; then
 	step "libFuzzer (bounded)"
