@@ -25,6 +25,7 @@
 #include "batch.h"
 #include "checkpoint.h"
 #include "checkpoint_load.h"
+#include "crc32c.h"
 #include "error.h"
 #include "events.h"
 #include "fsafe.h"
@@ -41,9 +42,9 @@
 #define LOG_MAX ((size_t)256 << 20)
 #define GEN_MAX UINT64_C(999999999999)
 #define GEN_NAME_LEN (4 + FSAFE__CKPT_GEN_DIGITS)
-/* From this many bytes to hash, a commit hashes on a thread of its own
-   while its files are written and synced; below, a thread costs more
-   than it saves. */
+/* From this many bytes to sum, a commit computes each sum on a thread of
+   its own while its files are written and synced; below, a thread costs
+   more than it saves. */
 #define HASH_THREAD_MIN ((size_t)256 << 10)
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -1336,6 +1337,7 @@ struct txfile {
 	char *name;
 	uint64_t size;
 	char hash[65];
+	uint32_t crc;
 	const void *buf; /* an added buffer still to hash (commit does) */
 };
 
@@ -1360,6 +1362,7 @@ struct fsafe_checkpoint_stream {
 	size_t idx;
 	fsafe_writer *w;
 	struct fsafe__sha256 c;
+	uint32_t crc;
 	uint64_t size;
 	int err;
 };
@@ -1500,6 +1503,9 @@ static bool tx_try_link(fsafe_checkpoint_tx *tx, size_t i, const void *same)
 	    fsafe__linkat(tx->prevfd, f->name, tx->gfd, f->name, 0) < 0)
 		return false;
 	memcpy(f->hash, e->hash, sizeof(f->hash));
+	if (same) /* a stream's CRC is known; an old copy may have none */
+		f->crc = e->has_crc ? e->crc
+		                    : fsafe__crc32c(0, same, (size_t)f->size);
 	return true;
 }
 
@@ -1588,6 +1594,7 @@ int fsafe_checkpoint_stream_write(fsafe_checkpoint_stream *s, const void *buf,
 	if (r < 0)
 		return cp_fail(s->tx->cp, s->err = r, "write");
 	fsafe__sha256_update(&s->c, buf, len);
+	s->crc = fsafe__crc32c(s->crc, buf, len);
 	s->size += len;
 	return 0;
 }
@@ -1603,6 +1610,7 @@ int fsafe_checkpoint_stream_close(fsafe_checkpoint_stream *s)
 
 	fsafe__sha256_final(&s->c, d);
 	fsafe__sha256_hex(d, f->hash);
+	f->crc = s->crc;
 	f->size = s->size;
 	stream_unlink(s);
 	if (r == 0 && tx_try_link(tx, s->idx, NULL)) {
@@ -1639,6 +1647,8 @@ static int tx_manifest(fsafe_checkpoint_tx *tx, char **text, size_t *len)
 		m.e[i].name = tx->f[i].name;
 		m.e[i].size = tx->f[i].size;
 		memcpy(m.e[i].hash, tx->f[i].hash, sizeof(m.e[i].hash));
+		m.e[i].crc = tx->f[i].crc;
+		m.e[i].has_crc = true;
 	}
 	r = fsafe__manifest_format(&m, text, len);
 	free(m.e);
@@ -1660,32 +1670,59 @@ static int batch_error(fsafe_checkpoint_tx *tx)
 	return -EIO;
 }
 
-/* Hash the added buffers (a thread's body, or called inline). */
-static void *hash_added(void *arg)
+/* The added buffers' SHA-256 (a thread's body, or called inline). */
+static void *sha_added(void *arg)
 {
 	fsafe_checkpoint_tx *tx = arg;
 
-	for (size_t i = 0; i < tx->n; i++) {
-		struct txfile *f = &tx->f[i];
-		if (f->buf)
-			fsafe__sha256_hex_of(f->buf, (size_t)f->size, f->hash);
-		f->buf = NULL;
-	}
+	for (size_t i = 0; i < tx->n; i++)
+		if (tx->f[i].buf)
+			fsafe__sha256_hex_of(tx->f[i].buf, (size_t)tx->f[i].size,
+			                     tx->f[i].hash);
 	return NULL;
 }
 
-/* Start hashing on a thread if there is enough to hash: true if it runs. */
-static bool hash_start(fsafe_checkpoint_tx *tx, pthread_t *t)
+/* Their CRC-32C, likewise. */
+static void *crc_added(void *arg)
 {
+	fsafe_checkpoint_tx *tx = arg;
+
+	for (size_t i = 0; i < tx->n; i++)
+		if (tx->f[i].buf)
+			tx->f[i].crc = fsafe__crc32c(0, tx->f[i].buf,
+			                             (size_t)tx->f[i].size);
+	return NULL;
+}
+
+/* Sum the added buffers while the batch writes them: with enough bytes,
+   each sum on a thread of its own (SHA-256 takes several times as long
+   as the CRC-32C: apart, the CRC-32C never lengthens the save); else, or
+   where a thread cannot start, inline. t[k] is started when started[k]. */
+static void sums_start(fsafe_checkpoint_tx *tx, pthread_t t[2],
+                       bool started[2])
+{
+	void *(*const fn[2])(void *) = { sha_added, crc_added };
 	size_t bytes = 0;
 
 	for (size_t i = 0; i < tx->n; i++)
 		if (tx->f[i].buf)
 			bytes += (size_t)tx->f[i].size;
-	if (bytes >= HASH_THREAD_MIN && pthread_create(t, NULL, hash_added, tx) == 0)
-		return true;
-	hash_added(tx);
-	return false;
+	for (int k = 0; k < 2; k++) {
+		started[k] = bytes >= HASH_THREAD_MIN &&
+		             pthread_create(&t[k], NULL, fn[k], tx) == 0;
+		if (!started[k])
+			fn[k](tx);
+	}
+}
+
+static void sums_wait(fsafe_checkpoint_tx *tx, pthread_t t[2],
+                      const bool started[2])
+{
+	for (int k = 0; k < 2; k++)
+		if (started[k])
+			pthread_join(t[k], NULL);
+	for (size_t i = 0; i < tx->n; i++)
+		tx->f[i].buf = NULL;
 }
 
 /*
@@ -1702,7 +1739,8 @@ static int tx_write_gen(fsafe_checkpoint_tx *tx, fsafe_writer *cw)
 {
 	char *text = NULL;
 	size_t len = 0;
-	pthread_t t;
+	pthread_t t[2];
+	bool started[2];
 	int r, mfd = fsafe__openat(tx->gfd, FSAFE__CKPT_MANIFEST,
 	                           O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW,
 	                           tx->cp->mode ? tx->cp->mode : 0666);
@@ -1711,10 +1749,9 @@ static int tx_write_gen(fsafe_checkpoint_tx *tx, fsafe_writer *cw)
 		tx->werr.step = "create manifest";
 		return mfd;
 	}
-	bool threaded = hash_start(tx, &t);
+	sums_start(tx, t, started);
 	r = fsafe__batch_commit_names_unsynced(tx->batch) ? batch_error(tx) : 0;
-	if (threaded)
-		pthread_join(t, NULL);
+	sums_wait(tx, t, started);
 	if (r == 0 && (r = tx_manifest(tx, &text, &len)) < 0)
 		tx->werr.step = "manifest";
 	if (r == 0 && (r = fsafe__pwrite_all(mfd, text, len, 0)) < 0)

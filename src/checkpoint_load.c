@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "crc32c.h"
 #include "sha256.h"
 #include "sys.h"
 
@@ -82,15 +83,54 @@ static int count_read(ssize_t n, uint64_t *got, uint64_t size)
 	return READING;
 }
 
-/* 0 when c's digest is `want` (hex), else -EBADMSG; c is finished. */
-static int hash_matches(struct fsafe__sha256 *c, const char *want)
+/* What a check computes over a file's bytes: its SHA-256, its CRC-32C,
+   or both. A load takes the CRC-32C where the manifest has one (it keeps
+   up with reading from memory; SHA-256 is several times slower); a check
+   of one file (verify) takes both. */
+struct digest {
+	bool sha, crc;
+	struct fsafe__sha256 s;
+	uint32_t c;
+};
+
+static void digest_init(struct digest *d, const struct fsafe__ckpt_entry *e,
+                        bool full)
 {
-	uint8_t d[32];
+	d->crc = e->has_crc;
+	d->sha = full || !e->has_crc;
+	d->c = 0;
+	if (d->sha)
+		fsafe__sha256_init(&d->s);
+}
+
+static void digest_update(struct digest *d, const void *p, size_t n)
+{
+	if (d->sha)
+		fsafe__sha256_update(&d->s, p, n);
+	if (d->crc)
+		d->c = fsafe__crc32c(d->c, p, n);
+}
+
+/* After `rc`, the read's result: rc if it failed, else 0 when the digest
+   matches e's, else -EBADMSG. Ends the digest either way. */
+static int digest_end(struct digest *d, const struct fsafe__ckpt_entry *e,
+                      int rc)
+{
+	uint8_t md[32];
 	char hex[65];
 
-	fsafe__sha256_final(c, d);
-	fsafe__sha256_hex(d, hex);
-	return strcmp(hex, want) != 0 ? -EBADMSG : 0;
+	if (rc < 0) {
+		if (d->sha)
+			fsafe__sha256_free(&d->s);
+		return rc;
+	}
+	if (d->sha) {
+		fsafe__sha256_final(&d->s, md);
+		fsafe__sha256_hex(md, hex);
+		if (strcmp(hex, e->hash) != 0)
+			return -EBADMSG;
+	}
+	return d->crc && d->c != e->crc ? -EBADMSG : 0;
 }
 
 /* ---- one file, checked a piece at a time ------------------------------------ */
@@ -98,7 +138,7 @@ static int hash_matches(struct fsafe__sha256 *c, const char *want)
 int fsafe__ckpt_check_file(int gfd, const struct fsafe__ckpt_entry *e,
                            const unsigned char *same)
 {
-	struct fsafe__sha256 c;
+	struct digest d;
 	uint64_t got = 0;
 	unsigned char *buf;
 	int r, fd = open_entry(gfd, e);
@@ -109,7 +149,7 @@ int fsafe__ckpt_check_file(int gfd, const struct fsafe__ckpt_entry *e,
 		fsafe__close(fd);
 		return -ENOMEM;
 	}
-	fsafe__sha256_init(&c);
+	digest_init(&d, e, true);
 	do {
 		ssize_t n = fsafe__read(fd, buf,
 		                        same && !got ? FIRST_CHUNK : CHUNK);
@@ -118,15 +158,11 @@ int fsafe__ckpt_check_file(int gfd, const struct fsafe__ckpt_entry *e,
 		    memcmp(same + got - (uint64_t)n, buf, (size_t)n) != 0)
 			r = -ESTALE; /* not the bytes compared: stop early */
 		if (r == READING)
-			fsafe__sha256_update(&c, buf, (size_t)n);
+			digest_update(&d, buf, (size_t)n);
 	} while (r == READING);
 	fsafe__close(fd);
 	free(buf);
-	if (r < 0) {
-		fsafe__sha256_free(&c);
-		return r;
-	}
-	return hash_matches(&c, e->hash);
+	return digest_end(&d, e, r);
 }
 
 /* ---- a whole generation kept in memory, for a load ------------------------- */
@@ -190,19 +226,19 @@ static void wait_more(struct load *l, struct lfile *f, uint64_t hashed)
    failure, or SKIPPED. */
 static int hash_file(struct load *l, struct lfile *f)
 {
-	struct fsafe__sha256 c;
+	struct digest d;
 	uint64_t hashed = 0;
 	int rc;
 
-	fsafe__sha256_init(&c);
+	digest_init(&d, f->e, false);
 	for (;;) {
 		/* read_rc first: once it is final, so is got. */
 		rc = atomic_load_explicit(&f->read_rc, memory_order_acquire);
 		uint64_t got = atomic_load_explicit(&f->got,
 		                                    memory_order_acquire);
 		if (got > hashed) {
-			fsafe__sha256_update(&c, f->buf + hashed,
-			                     (size_t)(got - hashed));
+			digest_update(&d, f->buf + hashed,
+			              (size_t)(got - hashed));
 			hashed = got;
 		} else if (rc != READING) {
 			break;
@@ -210,11 +246,7 @@ static int hash_file(struct load *l, struct lfile *f)
 			wait_more(l, f, hashed);
 		}
 	}
-	if (rc < 0) {
-		fsafe__sha256_free(&c);
-		return rc;
-	}
-	return hash_matches(&c, f->e->hash);
+	return digest_end(&d, f->e, rc);
 }
 
 /* Check f if no other thread has claimed it: false if one had. */

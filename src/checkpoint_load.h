@@ -1,11 +1,13 @@
 /*
- * A generation's files checked against its manifest (size and SHA-256):
- * one file a piece at a time (verify, the store's check, a save's
- * comparison with the old copy), or a whole generation read into memory
- * for a load. A load's reading and hashing overlap: the files are read on
- * a thread of their own, in name order, a piece at a time, while the
- * caller hashes each piece as it arrives; once all are read, that thread
- * hashes the files the caller has not reached, from the last one back. A
+ * A generation's files checked against its manifest: one file a piece at
+ * a time, its size, SHA-256 and CRC-32C (verify, the store's check, a
+ * save's comparison with the old copy), or a whole generation read into
+ * memory for a load, each file's size and CRC-32C (its SHA-256 where the
+ * manifest, version 1, has no CRC-32C). A load's reading and hashing
+ * overlap: the files are read on a thread of their own, in name order, a
+ * piece at a time, while the caller hashes each piece as it arrives; once
+ * all are read, that thread hashes the files the caller has not reached,
+ * from the last one back. A
  * small generation is read and hashed on the caller's thread alone, one
  * file after the other.
  */
@@ -17,8 +19,8 @@
 #include "manifest.h"
 
 /*
- * File e in generation gfd, its size and hash checked; with `same`, its
- * bytes must also be those e->size bytes (-ESTALE at the first read that
+ * File e in generation gfd, its size and both sums checked; with `same`,
+ * its bytes must also be those e->size bytes (-ESTALE at the first read that
  * differs). 0, -EBADMSG, -ESTALE, -ENOMEM, or what opening or reading it
  * gave.
  */
@@ -42,7 +44,7 @@ enum fsafe__load_how {
  * Every file of m, in generation directory gfd, into data[i] (malloc'd,
  * e[i].size + 1 bytes; data has m->n slots, all NULL on entry). 0 when
  * every file is whole. Otherwise the failure of the first file, in name
- * order, found damaged (-EBADMSG for a size or hash that does not match,
+ * order, found damaged (-EBADMSG for a size or sum that does not match,
  * or what opening or reading it gave; -ENOMEM) with *bad its index; the
  * check stops at the first failure, so later files may be unchecked.
  * On failure no data[i] is left set.

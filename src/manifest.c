@@ -92,8 +92,8 @@ int fsafe__manifest_format(const struct fsafe__manifest *m, char **out,
 	       "\ntime %" PRId64 "\nfiles %zu\n", FSAFE__MANIFEST_VERSION,
 	       m->revision, m->seq, m->time_ms, m->n);
 	for (size_t i = 0; i < m->n; i++)
-		sb_add(&s, "%" PRIu64 " %s %s\n", m->e[i].size, m->e[i].hash,
-		       m->e[i].name);
+		sb_add(&s, "%" PRIu64 " %s %08" PRIx32 " %s\n", m->e[i].size,
+		       m->e[i].hash, m->e[i].crc, m->e[i].name);
 	if (!s.oom) {
 		fsafe__sha256_hex_of(s.p, s.n, hex);
 		sb_add(&s, "end %s\n", hex);
@@ -107,11 +107,23 @@ int fsafe__manifest_format(const struct fsafe__manifest *m, char **out,
 	return 0;
 }
 
-static bool is_hex64(const char *s)
+/* n lowercase hex digits at s (a NUL ends them early: false). */
+static bool is_hex(const char *s, int n)
 {
-	for (int i = 0; i < 64; i++)
+	for (int i = 0; i < n; i++)
 		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
 			return false;
+	return true;
+}
+
+/* "<crc32c, 8 hex> " at *s (version 2): moved past it, or false. */
+static bool take_crc(char **s, struct fsafe__ckpt_entry *e)
+{
+	if (!is_hex(*s, 8) || (*s)[8] != ' ')
+		return false;
+	e->crc = (uint32_t)strtoul(*s, NULL, 16);
+	e->has_crc = true;
+	*s += 9;
 	return true;
 }
 
@@ -127,7 +139,8 @@ static char *next_line(char **p)
 	return s;
 }
 
-static int parse_entries(char **p, struct fsafe__manifest *m, size_t n)
+static int parse_entries(char **p, struct fsafe__manifest *m, size_t n,
+                         int version)
 {
 	if (n > (size_t)1 << 24 || !(m->e = calloc(n ? n : 1, sizeof(*m->e))))
 		return n > (size_t)1 << 24 ? -EBADMSG : -ENOMEM;
@@ -136,11 +149,12 @@ static int parse_entries(char **p, struct fsafe__manifest *m, size_t n)
 		unsigned long long size;
 		int at = 0;
 		if (!line || sscanf(line, "%llu %n", &size, &at) != 1 || !at ||
-		    strlen(line + at) < 66 || !is_hex64(line + at) ||
+		    strlen(line + at) < 66 || !is_hex(line + at, 64) ||
 		    line[at + 64] != ' ')
 			return -EBADMSG;
 		sp = line + at + 65;
-		if (fsafe__ckpt_check_name(sp) < 0 ||
+		if ((version >= 2 && !take_crc(&sp, &m->e[i])) ||
+		    fsafe__ckpt_check_name(sp) < 0 ||
 		    (i && strcmp(m->e[i - 1].name, sp) >= 0))
 			return -EBADMSG; /* sorted and unique, or not ours */
 		m->e[i].size = size;
@@ -176,7 +190,7 @@ int fsafe__manifest_parse(char *text, size_t len, struct fsafe__manifest *m)
 	char *l = next_line(&p);
 	if (!l || sscanf(l, "fsafe-checkpoint %d", &version) != 1)
 		return -EBADMSG;
-	if (version != FSAFE__MANIFEST_VERSION)
+	if (version < 1 || version > FSAFE__MANIFEST_VERSION)
 		return -EPROTONOSUPPORT;
 	if (!(l = next_line(&p)) || strncmp(l, "revision ", 9) ||
 	    !(m->revision = strdup(l + 9)))
@@ -187,6 +201,6 @@ int fsafe__manifest_parse(char *text, size_t len, struct fsafe__manifest *m)
 		return -EBADMSG;
 	m->seq = seq;
 	m->time_ms = t;
-	int r = parse_entries(&p, m, n);
+	int r = parse_entries(&p, m, n, version);
 	return r < 0 ? r : (*p ? -EBADMSG : 0);
 }

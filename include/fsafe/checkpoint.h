@@ -22,8 +22,10 @@
  * thread while the files are written and synced.
  *
  * The manifest records a format version, the caller's writer revision, the
- * sequence number, the time, and each file's size and SHA-256. Load checks
- * every byte against it.
+ * sequence number, the time, and each file's size, SHA-256 and CRC-32C.
+ * Load checks every byte against the CRC-32C (at the speed memory is
+ * read; a generation saved before the CRC-32C is checked against its
+ * SHA-256); verify and check against both.
  *
  * Damage (fsafe.h, "Damage"): damaged bytes are never deleted, repair
  * moves them to quarantine/ with a reason; nothing acknowledged and
@@ -207,7 +209,8 @@ struct fsafe_checkpoint_load_opts {
 	 sizeof(((struct fsafe_checkpoint_load_opts *)0)->damage))
 
 /*
- * Load a generation, checking every file's size and SHA-256. Returns 0 or
+ * Load a generation, checking every file's size and CRC-32C (its SHA-256
+ * where the manifest has no CRC-32C: saved before it). Returns 0 or
  * a positive FSAFE_CHECKPOINT_* warning with `*out` set; -ENOENT when
  * there is no checkpoint (or no such generation); -EBADMSG when a file or
  * the manifest does not match (damage names it); -EPROTONOSUPPORT for a
@@ -255,7 +258,8 @@ FSAFE_API int fsafe_checkpoint_generations(fsafe_checkpoint *cp,
 
 /*
  * Check generation `generation` (0: current) file by file without keeping
- * the bytes. Returns 0, or -EBADMSG / -ENOENT / ... with damage filled.
+ * the bytes, each against its size, SHA-256 and CRC-32C. Returns 0, or
+ * -EBADMSG / -ENOENT / ... with damage filled.
  */
 FSAFE_API int fsafe_checkpoint_verify(fsafe_checkpoint *cp,
                                       uint64_t generation,

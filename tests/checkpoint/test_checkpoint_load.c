@@ -6,7 +6,9 @@
  * the caller starts. Each must return every file's exact bytes, and find
  * every kind of damage in every file (a flipped byte, one byte fewer or
  * more, the file missing, a FIFO or a symlink in its place) without
- * hanging, naming the damaged file and leaving no buffer behind.
+ * hanging, naming the damaged file and leaving no buffer behind; by the
+ * CRC-32C a manifest of version 2 has, and by the SHA-256 alone where it
+ * has none (version 1). A check (verify) takes both sums.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -25,8 +27,11 @@
 
 #include "checkpoint.h"
 #include "checkpoint_load.h"
+#include "crc32c.h"
 #include "fsafe.h"
+#include "fsafe/checkpoint.h"
 #include "manifest.h"
+#include "sha256.h"
 #include "sys.h"
 #include "testutil.h"
 #include "util.h"
@@ -194,11 +199,16 @@ static void restore(struct fx *f, int i)
 	close(fd);
 }
 
-static void every_damage_found_every_way(void **state)
+/* Whether the manifest's entries carry a CRC-32C (as version 2 saves
+   them) or not (as version 1 did). */
+static void with_crc(struct fx *f, bool on)
 {
-	struct fx *f = *state;
-	int tried = 0;
+	for (size_t i = 0; i < f->m.n; i++)
+		f->m.e[i].has_crc = on;
+}
 
+static void every_damage_found(struct fx *f, int *tried)
+{
 	for (int i = 0; i < NFILES; i++)
 		for (int d = 0; d < NDAMAGE; d++) {
 			if (!damage(f, i, (enum damage)d))
@@ -210,13 +220,145 @@ static void every_damage_found_every_way(void **state)
 					fail_msg("%s, %s %s: %d (file %zu)",
 					         how_names[k], names[i],
 					         damage_names[d], r, bad);
-				tried++;
+				++*tried;
 			}
 			restore(f, i);
 		}
-	print_message("%d damaged loads, each found\n", tried);
+}
+
+static void every_damage_found_every_way(void **state)
+{
+	struct fx *f = *state;
+	int tried = 0;
 	size_t bad;
-	assert_int_equal(load(f, 1, &bad), 0);
+
+	for (int crc = 1; crc >= 0; crc--) {
+		with_crc(f, crc);
+		every_damage_found(f, &tried);
+		assert_int_equal(load(f, 1, &bad), 0);
+	}
+	print_message("%d damaged loads, each found\n", tried);
+}
+
+/*
+ * What each check compares: a load the CRC-32C where the entry has one,
+ * else the SHA-256; a check of one file (verify) both. A sum changed in
+ * the manifest stands for bytes that no longer match it.
+ */
+static void load_takes_crc_check_takes_both(void **state)
+{
+	struct fx *f = *state;
+	size_t bad;
+
+	for (int i = 0; i < NFILES; i++) {
+		struct fsafe__ckpt_entry *e = &f->m.e[i];
+		char hash = e->hash[7];
+
+		assert_true(e->has_crc);
+		e->hash[7] = hash == '0' ? '1' : '0';
+		for (int k = 0; k < NHOWS; k++)
+			assert_int_equal(load(f, k, &bad), 0);
+		assert_int_equal(fsafe__ckpt_check_file(f->gfd, e, NULL),
+		                 -EBADMSG);
+		with_crc(f, false);
+		for (int k = 0; k < NHOWS; k++) {
+			assert_int_equal(load(f, k, &bad), -EBADMSG);
+			assert_int_equal(bad, i);
+		}
+		with_crc(f, true);
+		e->hash[7] = hash;
+		assert_int_equal(fsafe__ckpt_check_file(f->gfd, e, NULL), 0);
+
+		e->crc ^= 1u << (i * 5);
+		for (int k = 0; k < NHOWS; k++) {
+			assert_int_equal(load(f, k, &bad), -EBADMSG);
+			assert_int_equal(bad, i);
+		}
+		assert_int_equal(fsafe__ckpt_check_file(f->gfd, e, NULL),
+		                 -EBADMSG);
+		e->has_crc = false; /* version 1: the SHA-256 alone */
+		assert_int_equal(fsafe__ckpt_check_file(f->gfd, e, NULL), 0);
+		e->has_crc = true;
+		e->crc ^= 1u << (i * 5);
+	}
+}
+
+/* The generation's manifest rewritten as version 1 wrote it: no CRC-32C. */
+static void write_version_1(struct fx *f)
+{
+	char text[4096], hex[65];
+	int n = snprintf(text, sizeof(text),
+	                 "fsafe-checkpoint 1\nrevision %s\nsequence %llu\n"
+	                 "time %lld\nfiles %zu\n", f->m.revision,
+	                 (unsigned long long)f->m.seq, (long long)f->m.time_ms,
+	                 f->m.n);
+	for (size_t i = 0; i < f->m.n; i++)
+		n += snprintf(text + n, sizeof(text) - (size_t)n, "%llu %s %s\n",
+		              (unsigned long long)f->m.e[i].size, f->m.e[i].hash,
+		              f->m.e[i].name);
+	fsafe__sha256_hex_of(text, (size_t)n, hex);
+	n += snprintf(text + n, sizeof(text) - (size_t)n, "end %s\n", hex);
+	tu_put(f->gen, FSAFE__CKPT_MANIFEST, text, (size_t)n);
+}
+
+/* A store saved before the CRC-32C: loads and verifies by the SHA-256,
+   and finds damage; its next save writes version 2. */
+static void version_1_manifest_loads(void **state)
+{
+	struct fx *f = *state;
+	struct fsafe_checkpoint_opts o = FSAFE_CHECKPOINT_OPTS_INIT;
+	struct fsafe__manifest m;
+	fsafe_checkpoint_snapshot *s;
+	fsafe_checkpoint *cp;
+	char *text;
+	size_t len;
+
+	write_version_1(f);
+	assert_int_equal(fsafe__read_file_at(f->gfd, FSAFE__CKPT_MANIFEST,
+	                                     1 << 20, &text, &len), 0);
+	assert_int_equal(fsafe__manifest_parse(text, len, &m), 0);
+	free(text);
+	for (size_t i = 0; i < m.n; i++)
+		assert_false(m.e[i].has_crc);
+	fsafe__manifest_free(&m);
+
+	assert_int_equal(fsafe_checkpoint_open(f->t->dirfd, "cp", &o, &cp), 0);
+	assert_int_equal(fsafe_checkpoint_load(cp, NULL, &s), 0);
+	for (int i = 0; i < NFILES; i++)
+		assert_memory_equal(fsafe_checkpoint_snapshot_data(s, (size_t)i),
+		                    f->bytes[i], sizes[i]);
+	fsafe_checkpoint_snapshot_free(s);
+	assert_int_equal(fsafe_checkpoint_verify(cp, 0, NULL), 0);
+	assert_true(damage(f, 2, FLIP));
+	assert_int_equal(fsafe_checkpoint_load(cp, NULL, &s), -EBADMSG);
+	assert_int_equal(fsafe_checkpoint_verify(cp, 0, NULL), -EBADMSG);
+	restore(f, 2);
+
+	/* The next save links the unchanged files and gives them a CRC. */
+	fsafe_checkpoint_tx *tx;
+	uint64_t gen;
+	assert_int_equal(fsafe_checkpoint_begin(cp, &tx), 0);
+	for (int i = 0; i < NFILES; i++)
+		assert_int_equal(fsafe_checkpoint_add(tx, names[i], f->bytes[i],
+		                                      sizes[i]), 0);
+	assert_int_equal(fsafe_checkpoint_commit(tx, &gen), 0);
+	char gen_name[64];
+	snprintf(gen_name, sizeof(gen_name), "cp/gen-%0*llu/%s",
+	         FSAFE__CKPT_GEN_DIGITS, (unsigned long long)gen,
+	         FSAFE__CKPT_MANIFEST);
+	assert_int_equal(fsafe__read_file_at(f->t->dirfd, gen_name, 1 << 20,
+	                                     &text, &len), 0);
+	assert_int_equal(fsafe__manifest_parse(text, len, &m), 0);
+	free(text);
+	for (int i = 0; i < NFILES; i++) {
+		assert_true(m.e[i].has_crc);
+		assert_int_equal(m.e[i].crc, fsafe__crc32c(0, f->bytes[i],
+		                                           sizes[i]));
+	}
+	fsafe__manifest_free(&m);
+	assert_int_equal(fsafe_checkpoint_load(cp, NULL, &s), 0);
+	fsafe_checkpoint_snapshot_free(s);
+	assert_int_equal(fsafe_checkpoint_close(cp), 0);
 }
 
 /*
@@ -252,6 +394,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(every_damage_found_every_way,
 		                                setup, teardown),
 		cmocka_unit_test_setup_teardown(first_damage_found_is_named,
+		                                setup, teardown),
+		cmocka_unit_test_setup_teardown(load_takes_crc_check_takes_both,
+		                                setup, teardown),
+		cmocka_unit_test_setup_teardown(version_1_manifest_loads,
 		                                setup, teardown),
 	};
 

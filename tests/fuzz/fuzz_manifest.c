@@ -6,7 +6,7 @@
  *
  * abort() (a finding) if a manifest that parses does not come back the
  * same after formatting it and parsing the result (sequence, time,
- * revision, every entry), if the formatted text does not parse, or if an
+ * revision, every entry and its CRC-32C where it has one), if the formatted text does not parse, or if an
  * entry breaks the rules the parser promises (a valid, sorted, unique
  * name; a 64-digit lowercase hash).
  */
@@ -29,7 +29,9 @@ static void same(const struct fsafe__manifest *a,
 	for (size_t i = 0; i < a->n; i++)
 		if (strcmp(a->e[i].name, b->e[i].name) ||
 		    a->e[i].size != b->e[i].size ||
-		    strcmp(a->e[i].hash, b->e[i].hash))
+		    strcmp(a->e[i].hash, b->e[i].hash) ||
+		    (a->e[i].has_crc && (!b->e[i].has_crc ||
+		                         a->e[i].crc != b->e[i].crc)))
 			abort();
 }
 
