@@ -18,8 +18,9 @@
  * removes it. The last `keep` generations stay (older ones go only after
  * CURRENT is durable; the removal runs on a thread of the handle's own
  * after commit returns, and load, generations, verify, the next commit
- * and close wait for it). A commit also hashes the added buffers on a
- * thread while the files are written and synced.
+ * and close wait for it). A commit also sums the added buffers (SHA-256
+ * and CRC-32C, on a short-lived thread each) while the files are written
+ * and synced.
  *
  * The manifest records a format version, the caller's writer revision, the
  * sequence number, the time, and each file's size, SHA-256 and CRC-32C.
