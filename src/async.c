@@ -29,6 +29,7 @@
 #include "batch.h"
 #include "opts.h"
 #include "syncmany.h"
+#include "thread.h"
 #include "writer.h"
 
 #define DEFAULT_GROUP 128
@@ -280,9 +281,10 @@ static int start_worker(fsafe_async *a)
 {
 	if (a->started)
 		return 0;
-	int r = pthread_create(&a->thread, NULL, worker, a);
+	int r = fsafe__thread_start(&a->thread, NULL, worker, a);
+
 	a->started = r == 0;
-	return -r;
+	return r;
 }
 
 int fsafe_async_submit(fsafe_async *a, int dirfd, const char *path,

@@ -35,6 +35,7 @@
 #include "opts.h"
 #include "sys.h"
 #include "syncmany.h"
+#include "thread.h"
 #include "util.h"
 #include "writer.h"
 
@@ -752,7 +753,7 @@ static void *reap_run(void *arg)
 static bool reap_start(fsafe_checkpoint *cp, uint64_t *v, size_t n)
 {
 	cp->reap = (struct reaper){ .v = v, .n = n };
-	if (pthread_create(&cp->reap.t, NULL, reap_run, cp) != 0) {
+	if (fsafe__thread_start(&cp->reap.t, NULL, reap_run, cp) != 0) {
 		cp->reap.v = NULL;
 		return false;
 	}
@@ -1709,7 +1710,7 @@ static void sums_start(fsafe_checkpoint_tx *tx, pthread_t t[2],
 			bytes += (size_t)tx->f[i].size;
 	for (int k = 0; k < 2; k++) {
 		started[k] = bytes >= HASH_THREAD_MIN &&
-		             pthread_create(&t[k], NULL, fn[k], tx) == 0;
+		             fsafe__thread_start(&t[k], NULL, fn[k], tx) == 0;
 		if (!started[k])
 			fn[k](tx);
 	}

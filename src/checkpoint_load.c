@@ -15,6 +15,7 @@
 #include "crc32c.h"
 #include "sha256.h"
 #include "sys.h"
+#include "thread.h"
 
 /* From this many bytes in all, the files are read on a thread of their
    own; below, starting one costs more than the overlap saves. */
@@ -297,7 +298,7 @@ static void start(struct load *l, const struct fsafe__manifest *m,
 {
 	l->threaded = how == FSAFE__LOAD_AUTO ? large(m)
 	                                      : how != FSAFE__LOAD_INLINE;
-	if (l->threaded && pthread_create(t, NULL, reader, l) != 0)
+	if (l->threaded && fsafe__thread_start(t, NULL, reader, l) != 0)
 		l->threaded = false;
 	if (!l->threaded)
 		read_all(l); /* then hashed one by one by the caller */

@@ -5,13 +5,13 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "sys.h"
+#include "thread.h"
 
 /* Enough concurrent fsyncs for the filesystem to fold them into a few
    journal commits, few enough to cost nothing to start. */
@@ -50,7 +50,8 @@ static void sync_by_pool(const int *fds, const bool *full, size_t n,
 	size_t started = 0;
 
 	for (; started < POOL_THREADS - 1 && started + 1 < n; started++)
-		if (pthread_create(&threads[started], NULL, pool_worker, &job))
+		if (fsafe__thread_start(&threads[started], NULL, pool_worker,
+		                        &job))
 			break; /* fewer threads is only slower */
 	sync_pending(&job);
 	for (size_t t = 0; t < started; t++)
@@ -147,26 +148,21 @@ struct fsafe__sync_pool *fsafe__sync_pool_new(bool uring)
 
 /*
  * Threads enough for n syncs (the caller does one), started as they are
- * first needed. They take no signals: a handler the application means
- * for its own threads must not run on one of ours. Fewer threads than
- * wanted are only slower.
+ * first needed (with no signals, as every thread of ours). Fewer threads
+ * than wanted are only slower.
  */
 static void pool_grow(struct fsafe__sync_pool *p, size_t n)
 {
 	size_t want = n - 1 < POOL_THREADS - 1 ? n - 1 : POOL_THREADS - 1;
 	pthread_attr_t attr;
-	sigset_t all, old;
 
 	if (p->nthreads >= want || pthread_attr_init(&attr) != 0)
 		return;
 	pthread_attr_setstacksize(&attr, KEPT_STACK);
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
 	while (p->nthreads < want &&
-	       pthread_create(&p->threads[p->nthreads], &attr, kept_worker,
-	                      p) == 0)
+	       fsafe__thread_start(&p->threads[p->nthreads], &attr,
+	                           kept_worker, p) == 0)
 		p->nthreads++;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&attr);
 }
 

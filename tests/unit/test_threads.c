@@ -1,0 +1,258 @@
+/*
+ * The library's own threads take no signals (src/thread.c). The test's
+ * thread blocks none; a table of system calls notes, for every call made
+ * on another thread, whether that thread blocks every signal it can. Each
+ * kind of thread the library starts must be seen, and blocking all:
+ * a batch's sync workers, an fsafe_async's worker, a checkpoint's load
+ * reader and its removals. A save's sum threads make no system call;
+ * the helper itself is checked directly, as a thread started by it
+ * reports its own mask.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "fsafe.h"
+#include "fsafe/batch.h"
+#include "fsafe/checkpoint.h"
+#include "sys.h"
+#include "testutil.h"
+#include "thread.h"
+
+static pthread_t test_thread;
+static atomic_int others;   /* calls made on threads not the test's */
+static atomic_int takers;   /* of those, on a thread taking a signal */
+
+/* Whether the calling thread blocks every signal a thread can block
+   (not SIGKILL, SIGSTOP, nor the C library's own below SIGRTMIN). */
+static bool blocks_all(void)
+{
+	sigset_t cur;
+
+	if (pthread_sigmask(SIG_BLOCK, NULL, &cur) != 0)
+		return false;
+	for (int s = 1; s < SIGRTMAX; s++) {
+		if (s == SIGKILL || s == SIGSTOP || (s > 31 && s < SIGRTMIN))
+			continue;
+		if (!sigismember(&cur, s))
+			return false;
+	}
+	return true;
+}
+
+static void note(void)
+{
+	if (pthread_equal(pthread_self(), test_thread))
+		return;
+	atomic_fetch_add(&others, 1);
+	if (!blocks_all())
+		atomic_fetch_add(&takers, 1);
+}
+
+static int n_openat(int d, const char *p, int fl, mode_t m)
+{
+	note();
+	return fsafe__sys_default.openat(d, p, fl, m);
+}
+
+static ssize_t n_read(int fd, void *b, size_t n)
+{
+	note();
+	return fsafe__sys_default.read(fd, b, n);
+}
+
+static ssize_t n_pread(int fd, void *b, size_t n, off_t o)
+{
+	note();
+	return fsafe__sys_default.pread(fd, b, n, o);
+}
+
+static int n_fsync(int fd)
+{
+	note();
+	return fsafe__sys_default.fsync(fd);
+}
+
+static int n_fdatasync(int fd)
+{
+	note();
+	return fsafe__sys_default.fdatasync(fd);
+}
+
+static int n_unlinkat(int d, const char *p, int fl)
+{
+	note();
+	return fsafe__sys_default.unlinkat(d, p, fl);
+}
+
+/* Syncs by the pool's threads, not by io_uring's kernel threads. */
+static int no_ring(struct fsafe__ring **keep, const int *fds, size_t n,
+                   int *errs)
+{
+	(void)keep, (void)fds, (void)n, (void)errs;
+	errno = ENOSYS;
+	return -1;
+}
+
+static struct fsafe_sys table;
+static const struct fsafe_sys *saved;
+
+static int setup(void **state)
+{
+	sigset_t none;
+
+	sigemptyset(&none);
+	pthread_sigmask(SIG_SETMASK, &none, NULL);
+	test_thread = pthread_self();
+	atomic_store(&others, 0);
+	atomic_store(&takers, 0);
+	table = fsafe__sys_default;
+	table.openat = n_openat;
+	table.read = n_read;
+	table.pread = n_pread;
+	table.fsync = n_fsync;
+	table.fdatasync = n_fdatasync;
+	table.unlinkat = n_unlinkat;
+	table.fdatasync_many = no_ring;
+	saved = fsafe__sys_swap(&table);
+	return tu_fx_setup(state);
+}
+
+static int teardown(void **state)
+{
+	fsafe__sys_swap(saved);
+	return tu_fx_teardown(state);
+}
+
+/* Calls were seen on other threads, and none on one taking signals. */
+static void assert_threads_blocked(void)
+{
+	assert_true(atomic_load(&others) > 0);
+	assert_int_equal(atomic_load(&takers), 0);
+}
+
+static void *report_mask(void *arg)
+{
+	*(bool *)arg = blocks_all();
+	return NULL;
+}
+
+static void helper_blocks_and_restores(void **state)
+{
+	sigset_t usr2, after;
+	pthread_t t;
+	bool all = false;
+
+	(void)state;
+	sigemptyset(&usr2);
+	sigaddset(&usr2, SIGUSR2);
+	pthread_sigmask(SIG_SETMASK, &usr2, NULL);
+	assert_int_equal(fsafe__thread_start(&t, NULL, report_mask, &all), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_true(all);
+	pthread_sigmask(SIG_BLOCK, NULL, &after);
+	assert_true(sigismember(&after, SIGUSR2));
+	assert_false(sigismember(&after, SIGUSR1));
+	assert_false(sigismember(&after, SIGTERM));
+}
+
+/* Enough files that the batch syncs them on threads. */
+static void batch_sync_workers(void **state)
+{
+	struct tu_fx *x = *state;
+	struct fsafe_batch_opts o = FSAFE_BATCH_OPTS_INIT;
+	fsafe_batch *b;
+	char name[32];
+
+	o.flags = FSAFE_BATCH_NO_URING | FSAFE_BATCH_NO_SYNCFS;
+	assert_int_equal(fsafe_batch_new(&o, &b), 0);
+	for (int i = 0; i < 16; i++) {
+		snprintf(name, sizeof(name), "f%d", i);
+		assert_true(fsafe_batch_add(b, x->dirfd, name, "x", 1, NULL) >=
+		            0);
+	}
+	assert_int_equal(fsafe_batch_commit(b), 0);
+	fsafe_batch_free(b);
+	assert_threads_blocked();
+}
+
+static void async_worker(void **state)
+{
+	struct tu_fx *x = *state;
+	struct fsafe_async_opts o = FSAFE_ASYNC_OPTS_INIT;
+	struct fsafe_async_completion c;
+	fsafe_async *a;
+	uint64_t id;
+	int got = 0;
+
+	o.flags = FSAFE_BATCH_NO_URING;
+	assert_int_equal(fsafe_async_new(&o, &a), 0);
+	assert_int_equal(fsafe_async_submit(a, x->dirfd, "a", "y", 1, NULL,
+	                                    NULL, &id), 0);
+	while (got == 0) {
+		assert_int_equal(fsafe_async_wait(a, 10000), 0);
+		got = fsafe_async_reap(a, &c, 1);
+		assert_true(got >= 0);
+	}
+	assert_int_equal(c.result, 0);
+	fsafe_async_free(a);
+	assert_threads_blocked();
+}
+
+/* Saves beyond `keep` (removals on a thread), a load big enough to be
+   read on a thread; each alone must be seen on a thread blocking all. */
+static void checkpoint_threads(void **state)
+{
+	struct tu_fx *x = *state;
+	struct fsafe_checkpoint_opts o = FSAFE_CHECKPOINT_OPTS_INIT;
+	size_t len = 1 << 20;
+	unsigned char *bytes = tu_pattern(len, 7);
+	fsafe_checkpoint *cp;
+	fsafe_checkpoint_snapshot *s;
+	fsafe_checkpoint_tx *tx;
+
+	o.flags = FSAFE_CHECKPOINT_CREATE;
+	o.keep = 1;
+	assert_int_equal(fsafe_checkpoint_open(x->dirfd, "cp", &o, &cp), 0);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(fsafe_checkpoint_begin(cp, &tx), 0);
+		assert_int_equal(fsafe_checkpoint_add(tx, "f", bytes, len), 0);
+		assert_int_equal(fsafe_checkpoint_commit(tx, NULL), 0);
+	}
+	assert_threads_blocked();
+
+	atomic_store(&others, 0);
+	assert_int_equal(fsafe_checkpoint_load(cp, NULL, &s), 0);
+	assert_int_equal(fsafe_checkpoint_snapshot_size(s, 0), len);
+	fsafe_checkpoint_snapshot_free(s);
+	assert_threads_blocked();
+	assert_int_equal(fsafe_checkpoint_close(cp), 0);
+	free(bytes);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(helper_blocks_and_restores),
+		cmocka_unit_test_setup_teardown(batch_sync_workers, setup,
+		                                teardown),
+		cmocka_unit_test_setup_teardown(async_worker, setup, teardown),
+		cmocka_unit_test_setup_teardown(checkpoint_threads, setup,
+		                                teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
