@@ -93,7 +93,8 @@ targets() {
 	ctest --test-dir "$build" -N -R "$1" 2>/dev/null |
 	sed -n 's/^ *Test *#[0-9]*: *//p' |
 	sed -e 's/^cli$/fsafe_cli/' -e 's/^power_cut_.*/test_power_cut/' \
-	    -e 's/^python$/fsafe/' -e 's/^node$/fsafe_node/' |
+	    -e 's/^python$/fsafe/' -e 's/^node$/fsafe_node/' \
+	    -e 's/^threads_start_in_one_place$/fsafe/' |
 	sort -u
 }
 
