@@ -3,8 +3,9 @@
  * thread blocks none; a table of system calls notes, for every call made
  * on another thread, whether that thread blocks every signal it can. Each
  * kind of thread the library starts must be seen, and blocking all:
- * a batch's sync workers, an fsafe_async's worker, a checkpoint's load
- * reader and its removals. A save's sum threads make no system call;
+ * a batch's sync workers (kept for its commit, or the call's own in a
+ * child of fork), an fsafe_async's worker, a checkpoint's load reader and
+ * its removals. A save's sum threads make no system call;
  * the helper itself is checked directly, as a thread started by it
  * reports its own mask.
  */
@@ -22,6 +23,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -29,6 +31,7 @@
 #include "fsafe.h"
 #include "fsafe/batch.h"
 #include "fsafe/checkpoint.h"
+#include "syncmany.h"
 #include "sys.h"
 #include "testutil.h"
 #include "thread.h"
@@ -190,6 +193,40 @@ static void batch_sync_workers(void **state)
 	assert_threads_blocked();
 }
 
+/* A child of fork has none of its parent's kept threads: its syncs
+   start threads of the call's own. */
+static void fork_child_sync_workers(void **state)
+{
+	struct tu_fx *x = *state;
+	struct fsafe__sync_pool *p = fsafe__sync_pool_new(false);
+	int fds[3], errs[3], status;
+
+	assert_non_null(p);
+	for (int i = 0; i < 3; i++) {
+		char name[8] = { 'g', (char)('0' + i), 0 };
+		fds[i] = openat(x->dirfd, name, O_RDWR | O_CREAT | O_CLOEXEC,
+		                0600);
+		assert_true(fds[i] >= 0);
+	}
+	fsafe__sync_pool_run(p, fds, NULL, 3, errs);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		atomic_store(&others, 0);
+		fsafe__sync_pool_run(p, fds, NULL, 3, errs);
+		_exit(errs[0] == 0 && errs[1] == 0 && errs[2] == 0 &&
+		      atomic_load(&others) > 0 && atomic_load(&takers) == 0
+		              ? 0 : 1);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	fsafe__sync_pool_free(p);
+	for (int i = 0; i < 3; i++)
+		close(fds[i]);
+	assert_threads_blocked();
+}
+
 static void async_worker(void **state)
 {
 	struct tu_fx *x = *state;
@@ -249,6 +286,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(helper_blocks_and_restores),
 		cmocka_unit_test_setup_teardown(batch_sync_workers, setup,
+		                                teardown),
+		cmocka_unit_test_setup_teardown(fork_child_sync_workers, setup,
 		                                teardown),
 		cmocka_unit_test_setup_teardown(async_worker, setup, teardown),
 		cmocka_unit_test_setup_teardown(checkpoint_threads, setup,
