@@ -2,6 +2,7 @@
 #include "addon.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 napi_value fsafe_node_result(napi_env env, int code,
                              const struct fsafe_error *err)
@@ -58,6 +59,16 @@ void *fsafe_node_alloc(napi_env env, size_t size)
 	if (!p)
 		napi_throw_error(env, "ENOMEM", "out of memory");
 	return p;
+}
+
+void *fsafe_node_dup(napi_env env, const void *p, size_t len)
+{
+	void *copy = malloc(len ? len : 1);
+	if (!copy)
+		napi_throw_error(env, "ENOMEM", "out of memory");
+	else if (len)
+		memcpy(copy, p, len);
+	return copy;
 }
 
 char *fsafe_node_string(napi_env env, napi_value v)

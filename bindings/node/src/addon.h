@@ -44,6 +44,11 @@ void *fsafe_node_external_arg(napi_env env, napi_callback_info info);
 /* calloc(1, size), or NULL with an ENOMEM error thrown. */
 void *fsafe_node_alloc(napi_env env, size_t size);
 
+/* A heap copy of the len bytes at p, or NULL with an ENOMEM error thrown.
+   At least one byte is allocated, and an empty Buffer (whose data
+   pointer may be NULL) copies nothing from it. */
+void *fsafe_node_dup(napi_env env, const void *p, size_t len);
+
 /* A string argument copied to the heap (free() it); NULL on failure with a
    JS exception pending. */
 char *fsafe_node_string(napi_env env, napi_value v);

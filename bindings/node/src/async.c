@@ -133,14 +133,13 @@ static napi_value submit(napi_env env, napi_callback_info info)
 		return NULL;
 	struct engine *e = engine_get(env);
 	struct request *r = e ? fsafe_node_alloc(env, sizeof *r) : NULL;
-	void *bytes = r ? fsafe_node_alloc(env, w.len ? w.len : 1) : NULL;
+	void *bytes = r ? fsafe_node_dup(env, w.buf, w.len) : NULL;
 	if (!bytes) {
 		free(r);
 		free(w.path);
 		return NULL;
 	}
 	r->bytes = bytes;
-	memcpy(r->bytes, w.buf, w.len);
 	w.opts.error = &r->error;
 	napi_create_promise(env, &r->deferred, &promise);
 	int rc = fsafe_async_submit(e->queue, AT_FDCWD, w.path, r->bytes, w.len,

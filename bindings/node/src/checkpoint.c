@@ -269,11 +269,8 @@ static bool copy_files(napi_env env, napi_value arr, struct cp_call *c)
 		    !(f->name = fsafe_node_string(env, name)) ||
 		    napi_get_buffer_info(env, buf, &p, &f->len) != napi_ok)
 			return false;
-		if (!(f->data = malloc(f->len ? f->len : 1))) {
-			napi_throw_error(env, "ENOMEM", "out of memory");
+		if (!(f->data = fsafe_node_dup(env, p, f->len)))
 			return false;
-		}
-		memcpy(f->data, p, f->len);
 	}
 	return true;
 }

@@ -253,9 +253,7 @@ static napi_value inbox_op(napi_env env, napi_callback_info info)
 	bool ok = true;
 	if (op == DELIVER) {
 		ok = napi_get_buffer_info(env, argv[2], &p, &c->len) == napi_ok &&
-		     (c->buf = malloc(c->len ? c->len : 1));
-		if (ok)
-			memcpy(c->buf, p, c->len);
+		     (c->buf = fsafe_node_dup(env, p, c->len));
 	} else if (op == CONSUMER) {
 		ok = napi_typeof(env, argv[2], &t) == napi_ok &&
 		     (t != napi_string ||

@@ -79,7 +79,8 @@ static int read_batch(struct spool_call *c)
 		struct record *r = &c->batch[c->n];
 		if (!(r->data = malloc(len ? len : 1)))
 			return c->n ? 0 : -ENOMEM;
-		memcpy(r->data, data, len);
+		if (len)
+			memcpy(r->data, data, len);
 		r->len = len;
 		r->seq = seq;
 		c->n++;
@@ -250,11 +251,8 @@ static bool copy_records(napi_env env, napi_value arr, struct spool_call *c)
 		if (napi_get_element(env, arr, i, &b) != napi_ok ||
 		    napi_get_buffer_info(env, b, &p, &len) != napi_ok)
 			return false;
-		if (!(c->recs[i].iov_base = malloc(len ? len : 1))) {
-			napi_throw_error(env, "ENOMEM", "out of memory");
+		if (!(c->recs[i].iov_base = fsafe_node_dup(env, p, len)))
 			return false;
-		}
-		memcpy(c->recs[i].iov_base, p, len);
 		c->recs[i].iov_len = len;
 		c->n = i + 1;
 	}

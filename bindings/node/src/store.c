@@ -137,14 +137,10 @@ static void release(struct pool_call *c)
 /* A heap copy of a Buffer argument (at least one byte allocated). */
 static void *dup_buffer(napi_env env, napi_value v, size_t *len)
 {
-	void *p, *copy;
+	void *p;
 	if (napi_get_buffer_info(env, v, &p, len) != napi_ok)
 		return NULL;
-	if (!(copy = malloc(*len ? *len : 1)))
-		napi_throw_error(env, "ENOMEM", "out of memory");
-	else
-		memcpy(copy, p, *len);
-	return copy;
+	return fsafe_node_dup(env, p, *len);
 }
 
 /* argv[2] writeFlags, argv[3] mode, argv[4] lockTimeoutMs. */
