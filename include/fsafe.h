@@ -54,10 +54,11 @@
  *  distinct handles from distinct threads freely. Nothing here prints,
  *  exits, or installs signal handlers. Every descriptor the library opens
  *  is O_CLOEXEC. Threads the library starts (a batch's sync pool without
- *  io_uring, an fsafe_async's worker, a checkpoint's load reader, hashing
- *  and removal) belong to one call or one handle and end with it; none
- *  touches the caller's state, and each blocks every signal, so that a
- *  process-directed signal goes to one of the application's threads.
+ *  io_uring, a large batch's window syncs, an fsafe_async's worker, a
+ *  checkpoint's load reader, hashing and removal) belong to one call or
+ *  one handle and end with it; none touches the caller's state, and each
+ *  blocks every signal, so that a process-directed signal goes to one of
+ *  the application's threads.
  *
  * Filesystems (power cut at every system call of every workload: the table
  * in docs/DESIGN.md):

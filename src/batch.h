@@ -22,6 +22,10 @@ void fsafe__batch_use_pool(fsafe_batch *b, struct fsafe__sync_pool *pool);
 /* Test builds only: the fewest items of a commit that links new files
    at their names (batch.c, LINK_NEW_MIN); -1 keeps that default. */
 extern volatile int fsafe__test_link_new_min;
+/* The fewest items of a commit that overlaps its windows (batch.c,
+   OVERLAP_MIN), so that a few items can be killed and failed at every
+   call there too; -1 keeps that default. */
+extern volatile int fsafe__test_overlap_min;
 #endif
 
 #endif

@@ -50,8 +50,10 @@ enum {
 struct fsafe_batch_opts {
 	size_t size;           /* sizeof(struct fsafe_batch_opts), or 0 */
 	unsigned flags;        /* FSAFE_BATCH_* */
-	/* Files staged (descriptors open) at once, a window; 0: a quarter
-	   of the soft RLIMIT_NOFILE at fsafe_batch_new(), within 128..1024. */
+	/* Files staged (descriptors open) at once; 0: a quarter of the soft
+	   RLIMIT_NOFILE at fsafe_batch_new(), within 128..1024. A window is
+	   that many files; from 256 items, half that many, each staged
+	   while the one before syncs on a thread of the batch's. */
 	unsigned max_inflight;
 	unsigned syncfs_min;   /* 0: FSAFE_BATCH_SYNCFS_MIN */
 	/* Optional: filled when fsafe_batch_new() fails, and kept by the

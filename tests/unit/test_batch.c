@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -400,12 +401,39 @@ static void unknown_dirty_data_keeps_syncfs_away(void **state)
 	                                     FSAFE_BATCH_SYNCFS_ANY_DIRTY), 1);
 }
 
+/* Descriptors the library holds open through the table, and the most
+   at once. */
+static atomic_int live_fds, peak_fds;
+
+static int counting_openat(int dirfd, const char *path, int flags,
+                           mode_t mode)
+{
+	int fd = fsafe__sys_default.openat(dirfd, path, flags, mode);
+
+	if (fd >= 0) {
+		int now = atomic_fetch_add(&live_fds, 1) + 1;
+		int peak = atomic_load(&peak_fds);
+		while (now > peak &&
+		       !atomic_compare_exchange_weak(&peak_fds, &peak, now))
+			;
+	}
+	return fd;
+}
+
+static int counting_close(int fd)
+{
+	atomic_fetch_sub(&live_fds, 1);
+	return fsafe__sys_default.close(fd);
+}
+
 /* Windows of a batch of `n` files under a soft descriptor limit `soft`,
-   counted as syncfs calls (every window syncs its filesystem once). */
-static int windows_under(struct fx *f, rlim_t soft, int n)
+   counted as syncfs calls (every window syncs its filesystem once);
+   *peak: the most descriptors the commit held at once. */
+static int windows_under(struct fx *f, rlim_t soft, int n, int *peak)
 {
 	static const char data[] = "window";
 	struct fsafe_batch_opts bo = FSAFE_BATCH_OPTS_INIT;
+	struct fsafe_sys counting = fsafe__sys_default;
 	struct rlimit old, rl;
 	fsafe_batch *b;
 
@@ -423,26 +451,44 @@ static int windows_under(struct fx *f, rlim_t soft, int n)
 		assert_int_equal(fsafe_batch_add(b, f->dirfd, name, data,
 		                                 sizeof(data), NULL), i);
 	}
+	counting.openat = counting_openat;
+	counting.close = counting_close;
+	atomic_store(&live_fds, 0);
+	atomic_store(&peak_fds, 0);
+	fault_set_real(&counting);
 	fault_install(&(struct fault_plan){ .kind = FAULT_NONE });
 	assert_int_equal(fsafe_batch_commit(b), 0);
 	int w = fault_calls_named("syncfs");
 	fault_remove();
+	fault_set_real(NULL);
 	fsafe_batch_free(b);
+	*peak = atomic_load(&peak_fds);
 	return w;
 }
 
-/* The default window is a quarter of the descriptor limit, 128..1024. */
+/*
+ * The default window is a quarter of the descriptor limit, 128..1024: a
+ * batch holds that many descriptors at most (and its directory's). Below
+ * 256 items its windows are that size, one after another; from 256 they
+ * are half that size, each staged while the one before syncs.
+ */
 static void the_default_window_follows_the_descriptor_limit(void **state)
 {
 	struct fx *f = *state;
 	struct rlimit rl;
+	int peak;
 
 	assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
 	if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < 4096)
 		skip(); /* cannot raise the soft limit to 4096 here */
-	assert_int_equal(windows_under(f, 256, 300), 3);  /* 128 each */
-	assert_int_equal(windows_under(f, 600, 300), 2);  /* 150 each */
-	assert_int_equal(windows_under(f, 4096, 1100), 2); /* 1024 each */
+	assert_int_equal(windows_under(f, 256, 200, &peak), 2); /* 128, 72 */
+	assert_in_range(peak, 128, 128 + 1);
+	assert_int_equal(windows_under(f, 256, 300, &peak), 5); /* 64 each */
+	assert_in_range(peak, 128 - 1, 128 + 1);
+	assert_int_equal(windows_under(f, 600, 300, &peak), 4); /* 75 each */
+	assert_in_range(peak, 150 - 1, 150 + 1);
+	assert_int_equal(windows_under(f, 4096, 1100, &peak), 3); /* 512 */
+	assert_in_range(peak, 1024 - 1, 1024 + 1);
 }
 
 /* A failed syncfs cannot say whose data was lost: every file it covered

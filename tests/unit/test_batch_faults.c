@@ -22,6 +22,7 @@
 
 #include <cmocka.h>
 
+#include "batch.h"
 #include "fault.h"
 #include "fsafe.h"
 #include "testutil.h"
@@ -82,9 +83,12 @@ static int teardown(void **state)
 }
 
 /* Test-only mode bits: commit with one syncfs (syncfs_min = 2); submit
-   the writes to the async engine instead of committing a batch. */
+   the writes to the async engine instead of committing a batch; commit
+   in overlapped windows of one file (a window's sync on a thread while
+   the next is staged), as a batch of OVERLAP_MIN items would. */
 #define SYNCFS_MODE (1u << 30)
 #define ASYNC_MODE (1u << 29)
+#define OVERLAP_MODE (1u << 28)
 
 static const char *mode_name(unsigned mode)
 {
@@ -92,6 +96,8 @@ static const char *mode_name(unsigned mode)
 		return "async";
 	if (mode & SYNCFS_MODE)
 		return "syncfs";
+	if (mode & OVERLAP_MODE)
+		return "overlapped";
 	return mode ? "thread pool" : "io_uring";
 }
 
@@ -137,13 +143,18 @@ static int commit(struct fx *f, unsigned mode, int res[FILES])
 
 	if (mode & ASYNC_MODE)
 		return commit_async(f, res);
-	bo.flags = mode & ~SYNCFS_MODE;
+	bo.flags = mode & ~(SYNCFS_MODE | OVERLAP_MODE);
 	bo.syncfs_min = mode & SYNCFS_MODE ? 2 : 0;
+	/* Windows of 2 / 2 = 1 file: three, each synced while the next is
+	   staged. */
+	bo.max_inflight = mode & OVERLAP_MODE ? 2 : 0;
 	if (fsafe_batch_new(&bo, &b) < 0)
 		return -1;
 	for (int i = 0; i < FILES; i++)
 		fsafe_batch_add(b, f->dirfd, names[i], new_buf[i], NEW_LEN, NULL);
+	fsafe__test_overlap_min = mode & OVERLAP_MODE ? 1 : -1;
 	int r = fsafe_batch_commit(b);
+	fsafe__test_overlap_min = -1;
 	for (int i = 0; i < FILES; i++)
 		res[i] = fsafe_batch_result(b, (size_t)i);
 	fsafe_batch_free(b);
@@ -287,16 +298,22 @@ static void kill_every_call_async(void **state)
 	killed_at_every_call(ASYNC_MODE);
 }
 
+static void kill_every_call_overlapped(void **state)
+{
+	(void)state;
+	killed_at_every_call(OVERLAP_MODE);
+}
+
 static void every_error_at_every_call(void **state)
 {
 	struct fx *f = *state;
 	static const int errs[] = { EIO, ENOSPC, EDQUOT, EINTR, EACCES, EROFS,
 		                    EMFILE };
 	static const unsigned modes[] = { 0, FSAFE_BATCH_NO_URING, SYNCFS_MODE,
-		                          ASYNC_MODE };
+		                          ASYNC_MODE, OVERLAP_MODE };
 	int cases = 0;
 
-	for (int m = 0; m < 4; m++) {
+	for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
 		int calls = count_calls(f, modes[m]);
 		for (int n = 1; n <= calls; n++) {
 			for (int e = 0; e < 8; e++) {
@@ -350,6 +367,7 @@ int main(void)
 		cmocka_unit_test(kill_every_call_pool),
 		cmocka_unit_test(kill_every_call_syncfs),
 		cmocka_unit_test(kill_every_call_async),
+		cmocka_unit_test(kill_every_call_overlapped),
 		cmocka_unit_test_setup_teardown(every_error_at_every_call, setup,
 		                                teardown),
 	};
