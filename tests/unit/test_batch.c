@@ -428,7 +428,8 @@ static int counting_close(int fd)
 
 /* Windows of a batch of `n` files under a soft descriptor limit `soft`,
    counted as syncfs calls (every window syncs its filesystem once);
-   *peak: the most descriptors the commit held at once. */
+   *peak: the most descriptors the commit held at once. The files go to a
+   directory of their own, which must then hold all n. */
 static int windows_under(struct fx *f, rlim_t soft, int n, int *peak)
 {
 	static const char data[] = "window";
@@ -445,10 +446,15 @@ static int windows_under(struct fx *f, rlim_t soft, int n, int *peak)
 	bo.flags = FSAFE_BATCH_SYNCFS_ANY_DIRTY;
 	assert_int_equal(fsafe_batch_new(&bo, &b), 0);
 	assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+	char sub[64];
+	snprintf(sub, sizeof(sub), "windows-%d-%d", (int)soft, n);
+	assert_int_equal(mkdirat(f->dirfd, sub, 0755), 0);
+	int dfd = openat(f->dirfd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_true(dfd >= 0);
 	for (int i = 0; i < n; i++) {
 		char name[32];
 		snprintf(name, sizeof(name), "w%d", i);
-		assert_int_equal(fsafe_batch_add(b, f->dirfd, name, data,
+		assert_int_equal(fsafe_batch_add(b, dfd, name, data,
 		                                 sizeof(data), NULL), i);
 	}
 	counting.openat = counting_openat;
@@ -462,6 +468,10 @@ static int windows_under(struct fx *f, rlim_t soft, int n, int *peak)
 	fault_remove();
 	fault_set_real(NULL);
 	fsafe_batch_free(b);
+	close(dfd);
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/%s", f->dir, sub);
+	assert_int_equal(tu_count_entries(path), n);
 	*peak = atomic_load(&peak_fds);
 	return w;
 }
