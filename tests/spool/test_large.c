@@ -25,18 +25,9 @@
 
 #define REC 4096
 #define BATCH 256
-/* Far below the 256 MiB read; ASan's shadow and quarantine add their
-   own, so there the bound is looser but still well short of the whole. */
-#if defined(__SANITIZE_ADDRESS__)
-#define RSS_LIMIT_KIB (128 * 1024)
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define RSS_LIMIT_KIB (128 * 1024)
-#endif
-#endif
-#ifndef RSS_LIMIT_KIB
-#define RSS_LIMIT_KIB (32 * 1024)
-#endif
+/* Far below the 256 MiB read; under ASan the bound is looser but still
+   well short of the whole. */
+#define RSS_LIMIT_KIB (TU_ASAN ? 128 * 1024 : 32 * 1024)
 
 static double now(void)
 {

@@ -5,6 +5,19 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* 1 in a build under AddressSanitizer (gcc or clang), else 0: its shadow,
+   redzones and quarantine add their own to any bound on memory. */
+#if defined(__SANITIZE_ADDRESS__)
+#define TU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TU_ASAN 1
+#endif
+#endif
+#ifndef TU_ASAN
+#define TU_ASAN 0
+#endif
+
 /* Make a fresh scratch directory (under $TMPDIR or /tmp); returns its path
    (static storage per call site is the caller's: copy it). */
 char *tu_mkscratch(void);

@@ -570,7 +570,9 @@ static long vm_hwm_kib(void)
 }
 
 /* Peak memory of a 1000-file batch of 4 KiB caller buffers stays under
-   2 MiB above the buffers (measured in a fresh child process). */
+   2 MiB above the buffers (measured in a fresh child process; 4 MiB
+   under ASan, whose redzones and quarantine hold 1.8 MiB of it here). */
+#define BATCH_GROWTH_KIB (TU_ASAN ? 4096 : 2048)
 static void memory_stays_bounded(void **state)
 {
 	struct fx *f = *state;
@@ -582,10 +584,16 @@ static void memory_stays_bounded(void **state)
 		char names[FILES][16];
 		for (int i = 0; i < FILES; i++)
 			snprintf(names[i], sizeof(names[i]), "a/m%04d", i);
-		/* Warm up the allocator, the ring and the thread stacks. */
+		/* Warm up the allocator, the ring and the thread stacks, the
+		   thread of an overlapped window's sync too (its first malloc
+		   makes the C library's arena for it, once). */
 		fsafe_batch *b;
 		fsafe_batch_new(NULL, &b);
-		fsafe_batch_add(b, f->dirfd, "b/warm", bufs, SIZE, NULL);
+		for (int i = 0; i < 300; i++) {
+			char warm[16];
+			snprintf(warm, sizeof(warm), "b/w%03d", i);
+			fsafe_batch_add(b, f->dirfd, warm, bufs, 16, NULL);
+		}
 		fsafe_batch_commit(b);
 		fsafe_batch_free(b);
 		long before = vm_hwm_kib();
@@ -596,8 +604,9 @@ static void memory_stays_bounded(void **state)
 		int failed = fsafe_batch_commit(b);
 		fsafe_batch_free(b);
 		long growth = vm_hwm_kib() - before;
-		printf("peak growth for %d x %d B: %ld KiB\n", FILES, SIZE, growth);
-		_exit(failed == 0 && growth < 2048 ? 0 : 1);
+		fprintf(stderr, "peak growth for %d x %d B: %ld KiB\n", FILES,
+		        SIZE, growth);
+		_exit(failed == 0 && growth < BATCH_GROWTH_KIB ? 0 : 1);
 	}
 	int status;
 	assert_int_equal(waitpid(pid, &status, 0), pid);
