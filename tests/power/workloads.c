@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "batch.h"
 #include "fsafe.h"
 #include "fsafe/lock.h"
 #include "sys.h"
@@ -237,13 +238,14 @@ static const char *check_managed(int root, const struct pw_progress *p,
 static const char *const batch_known[] = { "target", "second", NULL };
 
 static void run_batch_with(int root, struct pw_progress *p, unsigned flags,
-                           unsigned syncfs_min)
+                           unsigned syncfs_min, unsigned max_inflight)
 {
 	struct fsafe_batch_opts o = FSAFE_BATCH_OPTS_INIT;
 	fsafe_batch *b = NULL;
 
 	o.flags = flags;
 	o.syncfs_min = syncfs_min;
+	o.max_inflight = max_inflight;
 	int r = fsafe_batch_new(&o, &b);
 	if (r == 0 &&
 	    (r = fsafe_batch_add(b, root, "target", pw_new, PW_NEW_LEN,
@@ -258,19 +260,28 @@ static void run_batch_with(int root, struct pw_progress *p, unsigned flags,
 
 static void run_batch(int root, struct pw_progress *p)
 {
-	run_batch_with(root, p, 0, 0);
+	run_batch_with(root, p, 0, 0, 0);
 }
 
 static void run_batch_pool(int root, struct pw_progress *p)
 {
-	run_batch_with(root, p, FSAFE_BATCH_NO_URING, 0);
+	run_batch_with(root, p, FSAFE_BATCH_NO_URING, 0, 0);
+}
+
+/* Overlapped windows (a batch of 256 or more) forced on two files:
+   windows of one, the first synced on a thread while the second is
+   staged, then published while the second syncs. */
+static void run_batch_overlapped(int root, struct pw_progress *p)
+{
+	fsafe__test_overlap_min = 1;
+	run_batch_with(root, p, 0, 0, 2);
 }
 
 /* A window large enough (here: two) is synced by one syncfs, whatever
    else the machine has dirty. */
 static void run_batch_syncfs(int root, struct pw_progress *p)
 {
-	run_batch_with(root, p, FSAFE_BATCH_SYNCFS_ANY_DIRTY, 2);
+	run_batch_with(root, p, FSAFE_BATCH_SYNCFS_ANY_DIRTY, 2, 0);
 }
 
 /* "target" (OLD before) and "second" (new), written by ops `a` and `b`. */
@@ -621,6 +632,10 @@ const struct pw_workload pw_core_workloads[] = {
 	{ .name = "batch of two (one syncfs)", .dirs = here,
 	  .known = batch_known, .catches = PUBLISHES,
 	  .setup_old = old_target, .run = run_batch_syncfs,
+	  .check = check_batch },
+	{ .name = "batch of two (overlapped windows)", .dirs = here,
+	  .known = batch_known, .catches = PUBLISHES,
+	  .setup_old = old_target, .run = run_batch_overlapped,
 	  .check = check_batch },
 	{ .name = "async: two writes, reaped", .dirs = here,
 	  .known = batch_known, .catches = PUBLISHES,
