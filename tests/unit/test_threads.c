@@ -4,7 +4,8 @@
  * on another thread, whether that thread blocks every signal it can. Each
  * kind of thread the library starts must be seen, and blocking all:
  * a batch's sync workers (kept for its commit, or the call's own in a
- * child of fork), an fsafe_async's worker, a checkpoint's load reader and
+ * child of fork) and the sync of its overlapped windows, an fsafe_async's
+ * worker, a checkpoint's load reader and
  * its removals. A save's sum threads make no system call;
  * the helper itself is checked directly, as a thread started by it
  * reports its own mask.
@@ -28,6 +29,7 @@
 
 #include <cmocka.h>
 
+#include "batch.h"
 #include "fsafe.h"
 #include "fsafe/batch.h"
 #include "fsafe/checkpoint.h"
@@ -173,23 +175,40 @@ static void helper_blocks_and_restores(void **state)
 	assert_false(sigismember(&after, SIGTERM));
 }
 
-/* Enough files that the batch syncs them on threads. */
-static void batch_sync_workers(void **state)
+/* A batch of n files (0: the default window), synced one by one. */
+static void commit_batch(struct tu_fx *x, int n, unsigned window)
 {
-	struct tu_fx *x = *state;
 	struct fsafe_batch_opts o = FSAFE_BATCH_OPTS_INIT;
 	fsafe_batch *b;
 	char name[32];
 
 	o.flags = FSAFE_BATCH_NO_URING | FSAFE_BATCH_NO_SYNCFS;
+	o.max_inflight = window;
 	assert_int_equal(fsafe_batch_new(&o, &b), 0);
-	for (int i = 0; i < 16; i++) {
+	for (int i = 0; i < n; i++) {
 		snprintf(name, sizeof(name), "f%d", i);
 		assert_true(fsafe_batch_add(b, x->dirfd, name, "x", 1, NULL) >=
 		            0);
 	}
 	assert_int_equal(fsafe_batch_commit(b), 0);
 	fsafe_batch_free(b);
+}
+
+/* Enough files that the batch syncs them on threads. */
+static void batch_sync_workers(void **state)
+{
+	commit_batch(*state, 16, 0);
+	assert_threads_blocked();
+}
+
+/* Two windows of one file (max_inflight 2, overlapped from 1 item): the
+   first syncs on a thread of the batch's (its one sync made there, not on
+   the pool's) while the second is staged. */
+static void batch_overlapped_windows(void **state)
+{
+	fsafe__test_overlap_min = 1;
+	commit_batch(*state, 2, 2);
+	fsafe__test_overlap_min = -1;
 	assert_threads_blocked();
 }
 
@@ -286,6 +305,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(helper_blocks_and_restores),
 		cmocka_unit_test_setup_teardown(batch_sync_workers, setup,
+		                                teardown),
+		cmocka_unit_test_setup_teardown(batch_overlapped_windows, setup,
 		                                teardown),
 		cmocka_unit_test_setup_teardown(fork_child_sync_workers, setup,
 		                                teardown),
