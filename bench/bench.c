@@ -23,7 +23,7 @@
  * IMPL: floor-fdatasync floor-fsync floor-nosync fsafe fsafe-nosync fsafe-named
  * fsafe-writer fsafe-async fsafe-batch10 fsafe-batch100 fsafe-batch1000
  * fsafe-batch10-pool fsafe-batch100-pool fsafe-batch1000-pool, and
- * fsafe-batch1000-w128[-pool] (max_inflight 128: eight windows of 128),
+ * fsafe-batch1000-w128[-pool] (max_inflight 128: 16 overlapped windows of 64),
  * floor-group1000 (the hand-written group commit of floor.c, 16 threads).
  * Batch and async cases need distinct targets.
  */

@@ -112,9 +112,9 @@ for n in (10, 100, 1000):
                         batch=n, distinct_only=True))
 for pool in ("", "-pool"):
     IMPLS.append(c_impl("fsafe-batch1000-w128" + pool, DUR_FULL,
-                        "fsafe-batch1000%s with max_inflight = 128 (eight windows of 128, the "
-                        "default under a descriptor limit of 512 or less); only in the 1000-file "
-                        "case" % pool,
+                        "fsafe-batch1000%s with max_inflight = 128 (the default under a "
+                        "descriptor limit of 512 or less: sixteen overlapped windows of 64); only "
+                        "in the 1000-file case" % pool,
                         batch=1000, distinct_only=True))
 IMPLS.append(Impl("floor-group1000", "floor", DUR_FULL,
                   lambda d, k, s, m: [BENCH, "write", "floor-group1000", d, str(k), str(s), m],

@@ -93,7 +93,7 @@ struct fsafe_batch {
 /*
  * Every window syncs once (a syncfs, or all its files at once), so fewer,
  * larger windows are faster: 1000 files in one window ran 20-30 % faster
- * than in eight of 128. But each file of a window holds a descriptor, and
+ * than in eight of 128 (before windows overlapped, commit_overlapped). But each file of a window holds a descriptor, and
  * the process has other uses for its limit; a quarter of it is ours.
  */
 static unsigned default_inflight(void)
