@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -41,6 +42,31 @@
 static pthread_t test_thread;
 static atomic_int others;   /* calls made on threads not the test's */
 static atomic_int takers;   /* of those, on a thread taking a signal */
+
+/*
+ * Where the caller's thread and a pool's share the syncs, the caller may
+ * take them all before a pool thread wakes. With `meet` set, each sync
+ * waits (5 s at most) until `meet` syncs have begun: the caller's first
+ * one waits for a pool thread's, so a pool thread surely makes one.
+ */
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static int meet, begun;
+
+static void rendezvous(void)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 5;
+	pthread_mutex_lock(&mu);
+	begun++;
+	pthread_cond_broadcast(&cv);
+	while (begun < meet &&
+	       pthread_cond_timedwait(&cv, &mu, &until) == 0)
+		;
+	pthread_mutex_unlock(&mu);
+}
 
 /* Whether the calling thread blocks every signal a thread can block
    (not SIGKILL, SIGSTOP, nor the C library's own below SIGRTMIN). */
@@ -89,12 +115,14 @@ static ssize_t n_pread(int fd, void *b, size_t n, off_t o)
 static int n_fsync(int fd)
 {
 	note();
+	rendezvous();
 	return fsafe__sys_default.fsync(fd);
 }
 
 static int n_fdatasync(int fd)
 {
 	note();
+	rendezvous();
 	return fsafe__sys_default.fdatasync(fd);
 }
 
@@ -125,6 +153,7 @@ static int setup(void **state)
 	test_thread = pthread_self();
 	atomic_store(&others, 0);
 	atomic_store(&takers, 0);
+	meet = begun = 0;
 	table = fsafe__sys_default;
 	table.openat = n_openat;
 	table.read = n_read;
@@ -197,6 +226,7 @@ static void commit_batch(struct tu_fx *x, int n, unsigned window)
 /* Enough files that the batch syncs them on threads. */
 static void batch_sync_workers(void **state)
 {
+	meet = 2;
 	commit_batch(*state, 16, 0);
 	assert_threads_blocked();
 }
@@ -227,11 +257,13 @@ static void fork_child_sync_workers(void **state)
 		                0600);
 		assert_true(fds[i] >= 0);
 	}
+	meet = 2;
 	fsafe__sync_pool_run(p, fds, NULL, 3, errs);
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
 		atomic_store(&others, 0);
+		begun = 0;
 		fsafe__sync_pool_run(p, fds, NULL, 3, errs);
 		_exit(errs[0] == 0 && errs[1] == 0 && errs[2] == 0 &&
 		      atomic_load(&others) > 0 && atomic_load(&takers) == 0
