@@ -891,7 +891,7 @@ void fsafe_checkpoint_snapshot_free(fsafe_checkpoint_snapshot *s)
 	if (!s)
 		return;
 	for (size_t i = 0; s->data && i < s->m.n; i++)
-		free(s->data[i]);
+		fsafe__io_free(s->data[i]);
 	free(s->data);
 	fsafe__manifest_free(&s->m);
 	free(s);

@@ -16,6 +16,7 @@
 #include "sha256.h"
 #include "sys.h"
 #include "thread.h"
+#include "util.h"
 
 /* From this many bytes in all, the files are read on a thread of their
    own; below, starting one costs more than the overlap saves. */
@@ -146,7 +147,7 @@ int fsafe__ckpt_check_file(int gfd, const struct fsafe__ckpt_entry *e,
 
 	if (fd < 0)
 		return fd;
-	if (!(buf = malloc(CHUNK))) {
+	if (!(buf = fsafe__io_alloc(CHUNK))) {
 		fsafe__close(fd);
 		return -ENOMEM;
 	}
@@ -162,7 +163,7 @@ int fsafe__ckpt_check_file(int gfd, const struct fsafe__ckpt_entry *e,
 			digest_update(&d, buf, (size_t)n);
 	} while (r == READING);
 	fsafe__close(fd);
-	free(buf);
+	fsafe__io_free(buf);
 	return digest_end(&d, e, r);
 }
 
@@ -188,7 +189,7 @@ static int read_file(struct load *l, struct lfile *f)
 
 	if (fd < 0)
 		return fd;
-	r = (f->buf = malloc((size_t)size + 1)) ? READING : -ENOMEM;
+	r = (f->buf = fsafe__io_alloc((size_t)size + 1)) ? READING : -ENOMEM;
 	while (r == READING) {
 		uint64_t left = size + 1 - got;
 		ssize_t n = fsafe__read(fd, f->buf + got,
@@ -344,7 +345,7 @@ int fsafe__ckpt_load_files(int gfd, const struct fsafe__manifest *m,
 		if (r == 0)
 			data[i] = l.f[i].buf;
 		else
-			free(l.f[i].buf);
+			fsafe__io_free(l.f[i].buf);
 	}
 	pthread_cond_destroy(&l.more);
 	pthread_mutex_destroy(&l.mu);

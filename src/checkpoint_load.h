@@ -41,8 +41,9 @@ enum fsafe__load_how {
 };
 
 /*
- * Every file of m, in generation directory gfd, into data[i] (malloc'd,
- * e[i].size + 1 bytes; data has m->n slots, all NULL on entry). 0 when
+ * Every file of m, in generation directory gfd, into data[i]
+ * (fsafe__io_alloc'd, e[i].size + 1 bytes; data has m->n slots, all NULL
+ * on entry). 0 when
  * every file is whole. Otherwise the failure of the first file, in name
  * order, found damaged (-EBADMSG for a size or sum that does not match,
  * or what opening or reading it gave; -ENOMEM) with *bad its index; the

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,34 @@ ssize_t fsafe__pread_full(int fd, void *buf, size_t len, off_t off)
 		got += (size_t)n;
 	}
 	return (ssize_t)got;
+}
+
+#define IO_ALIGN ((size_t)4096)
+#define IO_ALIGN_MIN ((size_t)64 << 10)
+
+/* The block malloc gave, kept just below the aligned start. */
+void *fsafe__io_alloc(size_t n)
+{
+	size_t align = n < IO_ALIGN_MIN ? 2 * sizeof(void *) : IO_ALIGN;
+	char *raw;
+
+	if (n > SIZE_MAX - align - sizeof(raw) ||
+	    !(raw = malloc(n + align + sizeof(raw))))
+		return NULL;
+	uintptr_t at = ((uintptr_t)raw + sizeof(raw) + align - 1) &
+	               ~(uintptr_t)(align - 1);
+	memcpy((char *)at - sizeof(raw), &raw, sizeof(raw));
+	return (void *)at;
+}
+
+void fsafe__io_free(void *p)
+{
+	void *raw;
+
+	if (!p)
+		return;
+	memcpy(&raw, (char *)p - sizeof(raw), sizeof(raw));
+	free(raw);
 }
 
 int fsafe__pwrite_all(int fd, const void *buf, size_t len, off_t off)

@@ -234,7 +234,8 @@ FSAFE_API int64_t fsafe_checkpoint_snapshot_time_ms(
 FSAFE_API size_t fsafe_checkpoint_snapshot_count(
 	const fsafe_checkpoint_snapshot *s);
 /* File i's name, size and bytes (NULL with MANIFEST_ONLY; never NULL
-   otherwise, also for an empty file). Files are in name order. */
+   otherwise, also for an empty file; from 64 KiB, on a 4 KiB boundary).
+   Files are in name order. */
 FSAFE_API const char *fsafe_checkpoint_snapshot_name(
 	const fsafe_checkpoint_snapshot *s, size_t i);
 FSAFE_API uint64_t fsafe_checkpoint_snapshot_size(

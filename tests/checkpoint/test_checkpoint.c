@@ -657,6 +657,11 @@ static void load_never_syncs(void **state)
 	fault_remove();
 	assert_int_equal(syncs, 0);
 	expect_set(s, a, 2);
+	/* A large file's bytes start on a page (see fsafe__io_alloc). */
+	long k = fsafe_checkpoint_snapshot_find(s, "big");
+	assert_true(k >= 0);
+	assert_int_equal((uintptr_t)fsafe_checkpoint_snapshot_data(s, (size_t)k) %
+	                 4096, 0);
 	fsafe_checkpoint_snapshot_free(s);
 	assert_int_equal(fsafe_checkpoint_close(cp), 0);
 	assert_int_equal(fsafe_checkpoint_events(AT_FDCWD, f->dir, collect, &l,

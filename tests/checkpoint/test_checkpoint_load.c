@@ -27,6 +27,7 @@
 
 #include "checkpoint.h"
 #include "checkpoint_load.h"
+#include "util.h"
 #include "crc32c.h"
 #include "fsafe.h"
 #include "fsafe/checkpoint.h"
@@ -120,7 +121,7 @@ static int load(struct fx *f, int k, size_t *bad)
 		               memcmp(data[i], f->bytes[i], sizes[i]) != 0))
 			fail_msg("%s: %s's bytes differ", how_names[k],
 			         names[i]);
-		free(data[i]);
+		fsafe__io_free(data[i]);
 	}
 	return r;
 }
