@@ -17,7 +17,8 @@
  *       a checkpoint of three files (2 KiB, 64 KiB, 1 MiB, all changed) |
  *       the same three by fsafe_write_fileat | a checkpoint of one file of
  *       LARGE bytes | one fsafe_write_fileat of LARGE bytes; then TURNS
- *       loads of the three-file generation | reads of the three files
+ *       loads of the three-file generation | reloads of it into the last
+ *       snapshot | reads of the three files into a page-aligned buffer
  *   module_paired spool DIR TURNS B   fsafe_spool_append of B records of
  *       100 bytes | write of the same B x 100 bytes + fdatasync
  *
@@ -369,25 +370,34 @@ static fsafe_spool *open_spool(int dirfd)
 	return s;
 }
 
-/* Loads of the three-file generation against reads of the same files. */
+/* Loads of the three-file generation, into fresh memory and into the
+   last snapshot's (fsafe_checkpoint_reload), against reads of the same
+   files into memory already mapped, starting on a page as a reload's. */
 static void load_vs_read(struct run *r, long turns)
 {
-	double spent[2] = { 0, 0 };
-	unsigned char *got = malloc(ck_size[2]);
+	double spent[3] = { 0, 0, 0 };
+	fsafe_checkpoint_snapshot *keep = NULL;
+	unsigned char *got = aligned_alloc(4096, ck_size[2]);
 
 	if (!got)
-		die("malloc", ENOMEM);
+		die("aligned_alloc", ENOMEM);
+	memset(got, 0, ck_size[2]);
+	ok(fsafe_checkpoint_reload(r->cp[0], NULL, &keep),
+	   "fsafe_checkpoint_reload");
 	for (long t = 0; t < turns; t++)
-		for (int j = 0; j < 2; j++) {
-			int which = (int)((t + j) % 2);
+		for (int j = 0; j < 3; j++) {
+			int which = (int)((t + j) % 3);
 			double t0 = now();
 			if (which == 0) {
 				fsafe_checkpoint_snapshot *s;
 				ok(fsafe_checkpoint_load(r->cp[0], NULL, &s),
 				   "fsafe_checkpoint_load");
 				fsafe_checkpoint_snapshot_free(s);
+			} else if (which == 1) {
+				ok(fsafe_checkpoint_reload(r->cp[0], NULL, &keep),
+				   "fsafe_checkpoint_reload");
 			}
-			for (int i = 0; which == 1 && i < 3; i++) {
+			for (int i = 0; which == 2 && i < 3; i++) {
 				int fd = openat(r->dirfd[C_W3], ck_name[i],
 				                O_RDONLY | O_CLOEXEC);
 				if (fd < 0 || read(fd, got, ck_size[i]) !=
@@ -397,7 +407,9 @@ static void load_vs_read(struct run *r, long turns)
 			}
 			spent[which] += now() - t0;
 		}
-	printf(" load %.6f read %.6f", spent[0], spent[1]);
+	printf(" load %.6f reload %.6f read %.6f", spent[0], spent[1],
+	       spent[2]);
+	fsafe_checkpoint_snapshot_free(keep);
 	free(got);
 }
 

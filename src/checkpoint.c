@@ -884,6 +884,7 @@ static void damage_set(struct fsafe_checkpoint_damage *dm, uint64_t seq,
 struct fsafe_checkpoint_snapshot {
 	struct fsafe__manifest m;
 	char **data;      /* per file; NULL with MANIFEST_ONLY */
+	size_t *cap;      /* each buffer's size, for a load that reuses it */
 };
 
 void fsafe_checkpoint_snapshot_free(fsafe_checkpoint_snapshot *s)
@@ -893,8 +894,35 @@ void fsafe_checkpoint_snapshot_free(fsafe_checkpoint_snapshot *s)
 	for (size_t i = 0; s->data && i < s->m.n; i++)
 		fsafe__io_free(s->data[i]);
 	free(s->data);
+	free(s->cap);
 	fsafe__manifest_free(&s->m);
 	free(s);
+}
+
+/*
+ * Each buffer of *old to the file of s with the same name (both lists
+ * are in name order), then *old freed: a reload fills memory whose pages
+ * exist instead of faulting in fresh ones.
+ */
+static void take_buffers(fsafe_checkpoint_snapshot *s,
+                         fsafe_checkpoint_snapshot **old)
+{
+	fsafe_checkpoint_snapshot *o = *old;
+	size_t j = 0;
+
+	for (size_t i = 0; o && o->data && i < o->m.n; i++) {
+		int c = 1;
+		while (j < s->m.n &&
+		       (c = strcmp(s->m.e[j].name, o->m.e[i].name)) < 0)
+			j++;
+		if (c == 0) {
+			s->data[j] = o->data[i];
+			s->cap[j] = o->cap[i];
+			o->data[i] = NULL;
+		}
+	}
+	fsafe_checkpoint_snapshot_free(o);
+	*old = NULL;
 }
 
 static int open_gen(fsafe_checkpoint *cp, uint64_t seq)
@@ -905,9 +933,11 @@ static int open_gen(fsafe_checkpoint *cp, uint64_t seq)
 	return fsafe__open_subdir(cp->dirfd, name);
 }
 
-/* Load generation seq into a new snapshot, or say what is damaged. */
+/* Load generation seq into a new snapshot (the buffers of *reuse, if
+   any, taken), or say what is damaged. */
 static int load_gen(fsafe_checkpoint *cp, uint64_t seq, unsigned flags,
                     struct fsafe_checkpoint_damage *dm,
+                    fsafe_checkpoint_snapshot **reuse,
                     fsafe_checkpoint_snapshot **out)
 {
 	fsafe_checkpoint_snapshot *s = calloc(1, sizeof(*s));
@@ -924,12 +954,17 @@ static int load_gen(fsafe_checkpoint *cp, uint64_t seq, unsigned flags,
 		damage_set(dm, seq, r, "");
 	if (r == 0 && !(flags & FSAFE_CHECKPOINT_MANIFEST_ONLY)) {
 		size_t bad;
-		s->data = calloc(s->m.n ? s->m.n : 1, sizeof(*s->data));
-		if (!s->data)
+		size_t n = s->m.n ? s->m.n : 1;
+		s->data = calloc(n, sizeof(*s->data));
+		s->cap = calloc(n, sizeof(*s->cap));
+		if (!s->data || !s->cap)
 			r = -ENOMEM;
-		else if ((r = fsafe__ckpt_load_files(gfd, &s->m, s->data, &bad,
-		                                     FSAFE__LOAD_AUTO)) < 0 &&
-		         bad < s->m.n)
+		else
+			take_buffers(s, reuse);
+		if (r == 0 &&
+		    (r = fsafe__ckpt_load_files(gfd, &s->m, s->data, s->cap,
+		                                &bad, FSAFE__LOAD_AUTO)) < 0 &&
+		    bad < s->m.n)
 			damage_set(dm, seq, r, s->m.e[bad].name);
 	}
 	fsafe__close(gfd);
@@ -942,6 +977,7 @@ static int load_gen(fsafe_checkpoint *cp, uint64_t seq, unsigned flags,
 
 /* The newest generation older than seq that loads intact. */
 static int load_fallback(fsafe_checkpoint *cp, uint64_t seq, unsigned flags,
+                         fsafe_checkpoint_snapshot **reuse,
                          fsafe_checkpoint_snapshot **out)
 {
 	uint64_t *v = NULL;
@@ -953,22 +989,20 @@ static int load_fallback(fsafe_checkpoint *cp, uint64_t seq, unsigned flags,
 	r = -ENOENT;
 	for (size_t i = n; i-- > 0 && r < 0;)
 		if (v[i] < seq)
-			r = load_gen(cp, v[i], flags, NULL, out);
+			r = load_gen(cp, v[i], flags, NULL, reuse, out);
 	free(v);
 	return r;
 }
 
-int fsafe_checkpoint_load(fsafe_checkpoint *cp,
-                          const struct fsafe_checkpoint_load_opts *opts,
-                          fsafe_checkpoint_snapshot **out)
+static int load(fsafe_checkpoint *cp,
+                const struct fsafe_checkpoint_load_opts *opts,
+                fsafe_checkpoint_snapshot **reuse,
+                fsafe_checkpoint_snapshot **out)
 {
 	struct fsafe_checkpoint_load_opts o;
 	uint64_t seq;
 	int r, warn = 0;
 
-	assert(cp && out);
-	*out = NULL;
-	reap_wait(cp);
 	r = FSAFE__OPTS_COPY(&o, opts, FSAFE_CHECKPOINT_LOAD_OPTS_SIZE_V0);
 	if (r < 0)
 		return cp_fail(cp, r, "options (size)");
@@ -993,11 +1027,12 @@ int fsafe_checkpoint_load(fsafe_checkpoint *cp,
 	}
 	if (!seq)
 		return cp_fail(cp, -ENOENT, "load (no checkpoint)");
-	r = seq > GEN_MAX ? cur_err : load_gen(cp, seq, o.flags, o.damage, out);
+	r = seq > GEN_MAX ? cur_err
+	                  : load_gen(cp, seq, o.flags, o.damage, reuse, out);
 	if (r < 0 && r != -ENOMEM && (o.flags & FSAFE_CHECKPOINT_FALLBACK)) {
 		if (seq <= GEN_MAX)
 			damage_set(o.damage, seq, r, "");
-		if (load_fallback(cp, seq, o.flags, out) == 0)
+		if (load_fallback(cp, seq, o.flags, reuse, out) == 0)
 			r = 0, warn |= FSAFE_CHECKPOINT_FELL_BACK;
 	}
 	if (r < 0)
@@ -1008,6 +1043,29 @@ int fsafe_checkpoint_load(fsafe_checkpoint *cp,
 	if (!(o.flags & FSAFE_CHECKPOINT_MANIFEST_ONLY))
 		log_load(cp, (*out)->m.seq);
 	return warn;
+}
+
+int fsafe_checkpoint_reload(fsafe_checkpoint *cp,
+                            const struct fsafe_checkpoint_load_opts *opts,
+                            fsafe_checkpoint_snapshot **snap)
+{
+	assert(cp && snap);
+	fsafe_checkpoint_snapshot *reuse = *snap;
+
+	*snap = NULL;
+	reap_wait(cp);
+	int r = load(cp, opts, &reuse, snap);
+	fsafe_checkpoint_snapshot_free(reuse); /* what no load took */
+	return r;
+}
+
+int fsafe_checkpoint_load(fsafe_checkpoint *cp,
+                          const struct fsafe_checkpoint_load_opts *opts,
+                          fsafe_checkpoint_snapshot **out)
+{
+	assert(out);
+	*out = NULL;
+	return fsafe_checkpoint_reload(cp, opts, out);
 }
 
 uint64_t fsafe_checkpoint_snapshot_generation(const fsafe_checkpoint_snapshot *s)

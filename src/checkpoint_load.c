@@ -39,6 +39,7 @@ enum { UNCLAIMED, BY_CALLER, BY_READER };
 struct lfile {
 	const struct fsafe__ckpt_entry *e;
 	char *buf;             /* the reader's, until the check is done */
+	size_t cap;            /* buf's size (an earlier load's, or new) */
 	_Atomic uint64_t got;  /* bytes in buf so far (published after them) */
 	_Atomic int read_rc;   /* READING, then the read's result */
 	_Atomic int owner;     /* which thread hashes it */
@@ -179,7 +180,22 @@ static void publish(struct load *l)
 	pthread_mutex_unlock(&l->mu);
 }
 
-/* Read f whole into a new buffer, a piece at a time, each piece published
+/* Room for `need` bytes in f->buf: an earlier load's buffer when it is
+   large enough, else a new one (nothing in the old is kept: realloc
+   would copy it, and lose the new one's alignment for reads). */
+static int room(struct lfile *f, size_t need)
+{
+	if (f->buf && f->cap >= need)
+		return 0;
+	fsafe__io_free(f->buf);
+	f->cap = 0;
+	if (!(f->buf = fsafe__io_alloc(need)))
+		return -ENOMEM;
+	f->cap = need;
+	return 0;
+}
+
+/* Read f whole into its buffer, a piece at a time, each piece published
    as it lands. One byte more than the manifest's size is asked for, so a
    file that grew is caught, as one that is shorter is. */
 static int read_file(struct load *l, struct lfile *f)
@@ -189,7 +205,7 @@ static int read_file(struct load *l, struct lfile *f)
 
 	if (fd < 0)
 		return fd;
-	r = (f->buf = fsafe__io_alloc((size_t)size + 1)) ? READING : -ENOMEM;
+	r = room(f, (size_t)size + 1) < 0 ? -ENOMEM : READING;
 	while (r == READING) {
 		uint64_t left = size + 1 - got;
 		ssize_t n = fsafe__read(fd, f->buf + got,
@@ -319,17 +335,32 @@ static int verdict(const struct load *l, size_t *bad)
 	return 0;
 }
 
+/* No buffer left behind: the load failed. */
+static void drop_all(char **data, size_t *cap, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		fsafe__io_free(data[i]);
+		data[i] = NULL;
+		cap[i] = 0;
+	}
+}
+
 int fsafe__ckpt_load_files(int gfd, const struct fsafe__manifest *m,
-                           char **data, size_t *bad, enum fsafe__load_how how)
+                           char **data, size_t *cap, size_t *bad,
+                           enum fsafe__load_how how)
 {
 	struct load l = { .n = m->n, .gfd = gfd };
 	pthread_t t;
 
 	*bad = m->n;
-	if (!(l.f = calloc(m->n ? m->n : 1, sizeof(*l.f))))
+	if (!(l.f = calloc(m->n ? m->n : 1, sizeof(*l.f)))) {
+		drop_all(data, cap, m->n);
 		return -ENOMEM;
+	}
 	for (size_t i = 0; i < m->n; i++) {
 		l.f[i].e = &m->e[i];
+		l.f[i].buf = data[i];
+		l.f[i].cap = data[i] ? cap[i] : 0;
 		atomic_init(&l.f[i].read_rc, READING);
 	}
 	pthread_mutex_init(&l.mu, NULL);
@@ -342,11 +373,11 @@ int fsafe__ckpt_load_files(int gfd, const struct fsafe__manifest *m,
 		pthread_join(t, NULL);
 	int r = verdict(&l, bad);
 	for (size_t i = 0; i < m->n; i++) {
-		if (r == 0)
-			data[i] = l.f[i].buf;
-		else
-			fsafe__io_free(l.f[i].buf);
+		data[i] = l.f[i].buf;
+		cap[i] = l.f[i].cap;
 	}
+	if (r < 0)
+		drop_all(data, cap, m->n);
 	pthread_cond_destroy(&l.more);
 	pthread_mutex_destroy(&l.mu);
 	free(l.f);

@@ -224,6 +224,19 @@ FSAFE_API int fsafe_checkpoint_load(fsafe_checkpoint *cp,
                                     const struct fsafe_checkpoint_load_opts *opts,
                                     fsafe_checkpoint_snapshot **out);
 
+/*
+ * fsafe_checkpoint_load into the memory of *snap, an earlier snapshot
+ * (or NULL: a plain load), which it consumes whatever it returns: each
+ * file is read into the old buffer of the same name (grown when the file
+ * is larger), so a reload fills pages already mapped instead of faulting
+ * in fresh ones, and what no file took is freed. *snap is then the new
+ * snapshot, or NULL when the load fails; the old one's bytes are gone
+ * either way (keep another snapshot to fall back on).
+ */
+FSAFE_API int fsafe_checkpoint_reload(fsafe_checkpoint *cp,
+                                      const struct fsafe_checkpoint_load_opts *opts,
+                                      fsafe_checkpoint_snapshot **snap);
+
 FSAFE_API uint64_t fsafe_checkpoint_snapshot_generation(
 	const fsafe_checkpoint_snapshot *s);
 FSAFE_API const char *fsafe_checkpoint_snapshot_revision(
