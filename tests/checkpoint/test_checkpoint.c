@@ -2,8 +2,10 @@
  * The checkpoint store: SHA-256 vectors, byte-identical round trips
  * (empty, binary, 100 MiB streamed, 1,000 files), damage and fallback,
  * revisions, generations kept, hard links that a later change never
- * reaches, reloads into an earlier snapshot's buffers, partial generations, the unclean-shutdown marker, the audit
- * trail, read-only handles, and failed commits (ENOSPC, EROFS, rename).
+ * reaches, reloads into an earlier snapshot's buffers (and their failure
+ * at every call), partial generations, the unclean-shutdown marker, the
+ * audit trail, read-only handles, and failed commits (ENOSPC, EROFS,
+ * rename).
  */
 #define _GNU_SOURCE
 #include <errno.h>
