@@ -884,7 +884,6 @@ static void damage_set(struct fsafe_checkpoint_damage *dm, uint64_t seq,
 struct fsafe_checkpoint_snapshot {
 	struct fsafe__manifest m;
 	char **data;      /* per file; NULL with MANIFEST_ONLY */
-	size_t *cap;      /* each buffer's size, for a load that reuses it */
 };
 
 void fsafe_checkpoint_snapshot_free(fsafe_checkpoint_snapshot *s)
@@ -894,7 +893,6 @@ void fsafe_checkpoint_snapshot_free(fsafe_checkpoint_snapshot *s)
 	for (size_t i = 0; s->data && i < s->m.n; i++)
 		fsafe__io_free(s->data[i]);
 	free(s->data);
-	free(s->cap);
 	fsafe__manifest_free(&s->m);
 	free(s);
 }
@@ -917,7 +915,6 @@ static void take_buffers(fsafe_checkpoint_snapshot *s,
 			j++;
 		if (c == 0) {
 			s->data[j] = o->data[i];
-			s->cap[j] = o->cap[i];
 			o->data[i] = NULL;
 		}
 	}
@@ -954,16 +951,14 @@ static int load_gen(fsafe_checkpoint *cp, uint64_t seq, unsigned flags,
 		damage_set(dm, seq, r, "");
 	if (r == 0 && !(flags & FSAFE_CHECKPOINT_MANIFEST_ONLY)) {
 		size_t bad;
-		size_t n = s->m.n ? s->m.n : 1;
-		s->data = calloc(n, sizeof(*s->data));
-		s->cap = calloc(n, sizeof(*s->cap));
-		if (!s->data || !s->cap)
+		s->data = calloc(s->m.n ? s->m.n : 1, sizeof(*s->data));
+		if (!s->data)
 			r = -ENOMEM;
 		else
 			take_buffers(s, reuse);
 		if (r == 0 &&
-		    (r = fsafe__ckpt_load_files(gfd, &s->m, s->data, s->cap,
-		                                &bad, FSAFE__LOAD_AUTO)) < 0 &&
+		    (r = fsafe__ckpt_load_files(gfd, &s->m, s->data, &bad,
+		                                FSAFE__LOAD_AUTO)) < 0 &&
 		    bad < s->m.n)
 			damage_set(dm, seq, r, s->m.e[bad].name);
 	}

@@ -39,7 +39,6 @@ enum { UNCLAIMED, BY_CALLER, BY_READER };
 struct lfile {
 	const struct fsafe__ckpt_entry *e;
 	char *buf;             /* the reader's, until the check is done */
-	size_t cap;            /* buf's size (an earlier load's, or new) */
 	_Atomic uint64_t got;  /* bytes in buf so far (published after them) */
 	_Atomic int read_rc;   /* READING, then the read's result */
 	_Atomic int owner;     /* which thread hashes it */
@@ -185,14 +184,10 @@ static void publish(struct load *l)
    would copy it, and lose the new one's alignment for reads). */
 static int room(struct lfile *f, size_t need)
 {
-	if (f->buf && f->cap >= need)
+	if (f->buf && fsafe__io_size(f->buf) >= need)
 		return 0;
 	fsafe__io_free(f->buf);
-	f->cap = 0;
-	if (!(f->buf = fsafe__io_alloc(need)))
-		return -ENOMEM;
-	f->cap = need;
-	return 0;
+	return (f->buf = fsafe__io_alloc(need)) ? 0 : -ENOMEM;
 }
 
 /* Read f whole into its buffer, a piece at a time, each piece published
@@ -336,31 +331,28 @@ static int verdict(const struct load *l, size_t *bad)
 }
 
 /* No buffer left behind: the load failed. */
-static void drop_all(char **data, size_t *cap, size_t n)
+static void drop_all(char **data, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		fsafe__io_free(data[i]);
 		data[i] = NULL;
-		cap[i] = 0;
 	}
 }
 
 int fsafe__ckpt_load_files(int gfd, const struct fsafe__manifest *m,
-                           char **data, size_t *cap, size_t *bad,
-                           enum fsafe__load_how how)
+                           char **data, size_t *bad, enum fsafe__load_how how)
 {
 	struct load l = { .n = m->n, .gfd = gfd };
 	pthread_t t;
 
 	*bad = m->n;
 	if (!(l.f = calloc(m->n ? m->n : 1, sizeof(*l.f)))) {
-		drop_all(data, cap, m->n);
+		drop_all(data, m->n);
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < m->n; i++) {
 		l.f[i].e = &m->e[i];
 		l.f[i].buf = data[i];
-		l.f[i].cap = data[i] ? cap[i] : 0;
 		atomic_init(&l.f[i].read_rc, READING);
 	}
 	pthread_mutex_init(&l.mu, NULL);
@@ -372,12 +364,10 @@ int fsafe__ckpt_load_files(int gfd, const struct fsafe__manifest *m,
 	if (l.threaded && !joined)
 		pthread_join(t, NULL);
 	int r = verdict(&l, bad);
-	for (size_t i = 0; i < m->n; i++) {
+	for (size_t i = 0; i < m->n; i++)
 		data[i] = l.f[i].buf;
-		cap[i] = l.f[i].cap;
-	}
 	if (r < 0)
-		drop_all(data, cap, m->n);
+		drop_all(data, m->n);
 	pthread_cond_destroy(&l.more);
 	pthread_mutex_destroy(&l.mu);
 	free(l.f);

@@ -42,10 +42,9 @@ enum fsafe__load_how {
 
 /*
  * Every file of m, in generation directory gfd, into data[i], a buffer
- * of cap[i] bytes from fsafe__io_alloc, at least e[i].size + 1 (data and
- * cap have m->n slots). On entry data[i] is NULL, or a buffer of cap[i]
- * bytes to fill (an earlier load's: no fresh pages to fault in), replaced
- * when it is too small. 0 when every file is whole. Otherwise the failure
+ * from fsafe__io_alloc of at least e[i].size + 1 bytes (data has m->n
+ * slots). On entry data[i] is NULL, or such a buffer to fill (an earlier
+ * load's: no fresh pages to fault in), replaced when it is too small. 0 when every file is whole. Otherwise the failure
  * of the first file, in name order, found damaged (-EBADMSG for a size or
  * sum that does not match, or what opening or reading it gave; -ENOMEM)
  * with *bad its index; the check stops at the first failure, so later
@@ -53,7 +52,7 @@ enum fsafe__load_how {
  * NULL, those given on entry too.
  */
 int fsafe__ckpt_load_files(int gfd, const struct fsafe__manifest *m,
-                           char **data, size_t *cap, size_t *bad,
+                           char **data, size_t *bad,
                            enum fsafe__load_how how);
 
 #endif

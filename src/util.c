@@ -41,29 +41,43 @@ ssize_t fsafe__pread_full(int fd, void *buf, size_t len, off_t off)
 #define IO_ALIGN ((size_t)4096)
 #define IO_ALIGN_MIN ((size_t)64 << 10)
 
-/* The block malloc gave, kept just below the aligned start. */
+/* Kept just below the start of what fsafe__io_alloc gives. */
+struct io_head {
+	void *raw;   /* the block malloc gave */
+	size_t size; /* what was asked for */
+};
+
+static struct io_head io_head(const void *p)
+{
+	struct io_head h;
+
+	memcpy(&h, (const char *)p - sizeof(h), sizeof(h));
+	return h;
+}
+
 void *fsafe__io_alloc(size_t n)
 {
-	size_t align = n < IO_ALIGN_MIN ? 2 * sizeof(void *) : IO_ALIGN;
+	size_t head = sizeof(struct io_head);
+	size_t align = n < IO_ALIGN_MIN ? head : IO_ALIGN;
 	char *raw;
 
-	if (n > SIZE_MAX - align - sizeof(raw) ||
-	    !(raw = malloc(n + align + sizeof(raw))))
+	if (n > SIZE_MAX - align - head || !(raw = malloc(n + align + head)))
 		return NULL;
-	uintptr_t at = ((uintptr_t)raw + sizeof(raw) + align - 1) &
+	uintptr_t at = ((uintptr_t)raw + head + align - 1) &
 	               ~(uintptr_t)(align - 1);
-	memcpy((char *)at - sizeof(raw), &raw, sizeof(raw));
+	memcpy((char *)at - head, &(struct io_head){ raw, n }, head);
 	return (void *)at;
+}
+
+size_t fsafe__io_size(const void *p)
+{
+	return io_head(p).size;
 }
 
 void fsafe__io_free(void *p)
 {
-	void *raw;
-
-	if (!p)
-		return;
-	memcpy(&raw, (char *)p - sizeof(raw), sizeof(raw));
-	free(raw);
+	if (p)
+		free(io_head(p).raw);
 }
 
 int fsafe__pwrite_all(int fd, const void *buf, size_t len, off_t off)

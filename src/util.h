@@ -33,6 +33,8 @@ int fsafe__pwrite_all(int fd, const void *buf, size_t len, off_t off);
  * map (and fault in) fresh pages.
  */
 void *fsafe__io_alloc(size_t n);
+/* The n that fsafe__io_alloc was asked for: what p may hold. */
+size_t fsafe__io_size(const void *p);
 void fsafe__io_free(void *p);
 
 /* The whole of regular file `name` in dirfd (fsafe__open_regular: never a

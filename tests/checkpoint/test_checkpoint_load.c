@@ -111,8 +111,7 @@ static int teardown(void **state)
 static int load(struct fx *f, int k, size_t *bad)
 {
 	char *data[NFILES] = { NULL };
-	size_t cap[NFILES] = { 0 };
-	int r = fsafe__ckpt_load_files(f->gfd, &f->m, data, cap, bad, hows[k]);
+	int r = fsafe__ckpt_load_files(f->gfd, &f->m, data, bad, hows[k]);
 
 	for (int i = 0; i < NFILES; i++) {
 		if (r < 0 && data[i])

@@ -604,6 +604,7 @@ static void io_alloc_aligns_large_buffers(void **state)
 			fail_msg("%zu bytes at page offset %zu", n,
 			         (size_t)(a % 4096));
 		assert_int_equal(a % (2 * sizeof(void *)), 0);
+		assert_int_equal(fsafe__io_size(p), n);
 		memset(p, 0xa5, n);
 		fsafe__io_free(p);
 	}
