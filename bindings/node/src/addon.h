@@ -77,7 +77,4 @@ struct fsafe_node_write {
 bool fsafe_node_write_args(napi_env env, napi_callback_info info,
                            struct fsafe_node_write *w);
 
-/* The library's flags and codes the JS side passes or compares. */
-napi_value fsafe_node_flags(napi_env env);
-
 #endif

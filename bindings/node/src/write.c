@@ -53,40 +53,6 @@ static napi_value write_sync(napi_env env, napi_callback_info info)
 	return fsafe_node_result(env, rc, &err);
 }
 
-napi_value fsafe_node_flags(napi_env env)
-{
-	static const struct {
-		const char *name;
-		uint32_t value;
-	} flags[] = {
-		{"NO_SYNC", FSAFE_NO_SYNC},
-		{"CREATE_ONLY", FSAFE_CREATE_ONLY},
-		{"NO_FOLLOW", FSAFE_NO_FOLLOW},
-		{"MKDIR", FSAFE_MKDIR},
-		{"LOCK_NO_WAIT", FSAFE_LOCK_NO_WAIT},
-		{"LOCK_KERNEL", FSAFE_LOCK_KERNEL},
-		{"STORE_CREATE", FSAFE_STORE_CREATE},
-		{"STORE_LOCK_KERNEL", FSAFE_STORE_LOCK_KERNEL},
-		{"SPOOL_CREATE", FSAFE_SPOOL_CREATE},
-		{"SPOOL_RDONLY", FSAFE_SPOOL_RDONLY},
-		{"INBOX_CREATE", FSAFE_INBOX_CREATE},
-		{"INBOX_KEEP_DONE", FSAFE_INBOX_KEEP_DONE},
-		{"CHECKPOINT_NO_WAIT", FSAFE_CHECKPOINT_NO_WAIT},
-		{"CHECKPOINT_CREATE", FSAFE_CHECKPOINT_CREATE},
-		{"CHECKPOINT_READ_ONLY", FSAFE_CHECKPOINT_READ_ONLY},
-		{"CHECKPOINT_FALLBACK", FSAFE_CHECKPOINT_FALLBACK},
-		{"ENOTDURABLE", (uint32_t)-FSAFE_ENOTDURABLE},
-		{"ECONFLICT", (uint32_t)-FSAFE_ECONFLICT},
-	};
-	napi_value obj, v;
-	NAPI_OK(napi_create_object(env, &obj));
-	for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
-		NAPI_OK(napi_create_uint32(env, flags[i].value, &v));
-		NAPI_OK(napi_set_named_property(env, obj, flags[i].name, v));
-	}
-	return obj;
-}
-
 const struct fsafe_node_fn fsafe_node_write[] = {
 	{"isStagingName", is_staging_name},
 	{"writeSync", write_sync},
